@@ -1,0 +1,1 @@
+"""The mobile network and device model on a simpy clock (no Flower imports here)."""

@@ -1,0 +1,65 @@
+"""Local training and central evaluation with plain PyTorch (no Flower imports here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from fedgc.data.base import ArrayDataset
+
+
+@dataclass
+class LocalTrainResult:
+    steps: int
+    samples: int  # samples processed (what the device's compute time is charged for)
+    mean_loss: float
+
+
+def train_local(model: nn.Module, data: ArrayDataset, *, steps: int, batch_size: int, lr: float,
+                generator: torch.Generator, momentum: float = 0.0, weight_decay: float = 0.0,
+                grad_clip_norm: float | None = None) -> LocalTrainResult:
+    """Run ``steps`` SGD steps on minibatches drawn by reshuffling ``data`` each pass."""
+    model.train()
+    x = torch.from_numpy(data.x)
+    y = torch.from_numpy(data.y)
+    n = len(data)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+    loss_fn = nn.CrossEntropyLoss()
+    order = torch.randperm(n, generator=generator)
+    cursor, samples, loss_sum = 0, 0, 0.0
+    for _ in range(steps):
+        if cursor >= n:
+            order, cursor = torch.randperm(n, generator=generator), 0
+        batch = order[cursor:cursor + batch_size]
+        cursor += batch_size
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x[batch]), y[batch])
+        loss.backward()
+        if grad_clip_norm is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), grad_clip_norm)
+        optimizer.step()
+        samples += int(batch.numel())
+        loss_sum += float(loss.detach())
+    return LocalTrainResult(steps=steps, samples=samples, mean_loss=loss_sum / max(1, steps))
+
+
+def steps_for_epochs(num_samples: int, batch_size: int, epochs: float) -> int:
+    return max(1, int(np.ceil(epochs * num_samples / batch_size)))
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, data: ArrayDataset, batch_size: int = 1024) -> tuple[float, float]:
+    """(accuracy, mean cross-entropy loss) on ``data``."""
+    model.eval()
+    x = torch.from_numpy(data.x)
+    y = torch.from_numpy(data.y)
+    correct, loss_sum = 0, 0.0
+    for start in range(0, len(data), batch_size):
+        logits = model(x[start:start + batch_size])
+        target = y[start:start + batch_size]
+        loss_sum += float(nn.functional.cross_entropy(logits, target, reduction="sum"))
+        correct += int((logits.argmax(1) == target).sum())
+    return correct / max(1, len(data)), loss_sum / max(1, len(data))
