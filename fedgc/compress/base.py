@@ -77,6 +77,10 @@ class Compressor(ABC):
 
         return ResidualMemory() if config.error_feedback else NoMemory()
 
+    def prepare_update(self, update: dict[str, torch.Tensor], ctx: CompressionContext) -> dict[str, torch.Tensor]:
+        """Hook on the whole update before per-tensor compensation (DGC clips gradients here)."""
+        return update
+
     @abstractmethod
     def compress(self, tensor: torch.Tensor, name: str, ctx: CompressionContext) -> Payload:
         """Encode ``tensor`` (the parameter called ``name``)."""

@@ -61,6 +61,7 @@ def compress_update(
     payloads: dict[str, Payload] = {}
     sent: dict[str, torch.Tensor] = {}
     elements_sent = elements_total = 0
+    update = compressor.prepare_update(update, ctx)
     for name, tensor in update.items():
         compensated = memory.compensate(tensor.detach().to(torch.float32), name)
         if dense_small_tensors and tensor.dim() <= 1:
