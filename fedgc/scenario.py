@@ -120,6 +120,11 @@ def parse_override(text: str) -> tuple[str, Any]:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
+    if isinstance(value, str):  # YAML 1.1 reads "1e-3" as a string; a number is meant
+        try:
+            value = float(value)
+        except ValueError:
+            pass
     return key.strip(), value
 
 

@@ -1,0 +1,1 @@
+"""Everything that touches Flower lives here: apps, strategy, grids and the wire codec."""

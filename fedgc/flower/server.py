@@ -1,0 +1,116 @@
+"""The server side of a run, shared by every engine: build the strategy and the simulated network
+around whatever ``Grid`` the engine provides, run the rounds, and record metrics and the summary."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import simpy
+import torch
+from flwr.app import ArrayRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+
+from fedgc.flower.codec import encode_update
+from fedgc.flower.network_grid import NetworkGrid
+from fedgc.flower.setup import federated_data
+from fedgc.flower.strategy import FedgcStrategy, SelectionPolicy
+from fedgc.flower.wire import message_wire_size
+from fedgc.metrics import MetricsLog, RoundRecord, Summary, write_summary
+from fedgc.models import build_model
+from fedgc.network.build import build_network
+from fedgc.progress import Progress
+from fedgc.scenario import Scenario
+from fedgc.server_optim import ServerOptimizer
+from fedgc.training import evaluate
+from fedgc.compress.base import DensePayload
+
+
+def dense_reply_bytes(shapes: dict[str, tuple[int, ...]]) -> int:
+    """Wire size of a reply carrying the same update as dense fp32 (same record layout and metrics)."""
+    payloads = {n: DensePayload(torch.zeros(int(np.prod(s))), s) for n, s in shapes.items()}
+    metrics = MetricRecord({"num-examples": 0, "samples": 0, "steps": 0, "train-loss": 0.0,
+                            "elements-sent": 0, "elements-total": 0})
+    message = Message(RecordDict({"update": encode_update(payloads), "metrics": metrics}),
+                      dst_node_id=0, message_type=MessageType.TRAIN)
+    return message_wire_size(message)
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def density_schedule(scenario: Scenario):
+    from fedgc.compress.warmup import warmup_density
+
+    c = scenario.compression
+    return lambda server_round: warmup_density(server_round, c.warmup_rounds, c.density)
+
+
+def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: bool = False) -> Summary:
+    logging.getLogger("flwr").setLevel(logging.ERROR)
+    wall_start = time.perf_counter()
+    data = federated_data(scenario)
+    model = build_model(scenario.model.name, data.input_shape, data.num_classes, scenario.seed)
+    initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    shapes = {k: tuple(v.shape) for k, v in initial.items()}
+    node_ids = sorted(grid.get_node_ids())
+    rng = np.random.default_rng(scenario.seed)
+    env = simpy.Environment()
+    network = build_network(env, scenario.network, node_ids, np.random.default_rng(rng.integers(2**63)))
+    policy = SelectionPolicy(scenario.strategy.fraction, scenario.network.over_selection, scenario.strategy.min_clients)
+    keep_first = policy.wanted(len(node_ids)) if scenario.network.over_selection > 1.0 else None
+    net_grid = NetworkGrid(grid, network, deadline_s=scenario.network.deadline_s, keep_first=keep_first)
+    s = scenario.strategy
+    optimizer = ServerOptimizer(kind=s.server_optimizer, lr=s.server_lr, momentum=s.server_momentum,
+                                beta1=s.adam_beta1, beta2=s.adam_beta2, tau=s.adam_tau)
+    strategy = FedgcStrategy(shapes=shapes, policy=policy, total_nodes=len(node_ids), optimizer=optimizer,
+                             rng=np.random.default_rng(rng.integers(2**63)), density_for_round=density_schedule(scenario))
+    dense_bytes = dense_reply_bytes(shapes)
+    log = MetricsLog(out_dir / "metrics.jsonl" if out_dir else None)
+    progress = Progress(scenario.rounds, enabled=not quiet)
+
+    def evaluate_fn(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
+        if server_round == 0:
+            return None
+        record = RoundRecord(round=server_round)
+        traffic, stats = net_grid.last_round, strategy.last_stats
+        if traffic is not None:
+            timeline = traffic.timeline
+            record.sim_start_s, record.sim_end_s = timeline.start, timeline.end
+            record.round_duration_s = timeline.end - timeline.start
+            record.selected, record.failed = traffic.selected, traffic.failed
+            record.completed, record.cut, record.late = (timeline.count(k) for k in ("completed", "cut", "late"))
+            record.bytes_down, record.bytes_up = traffic.bytes_down, traffic.bytes_up
+            record.dense_bytes_up = dense_bytes * record.completed
+            done = [t for t in timeline.timings if t.status == "completed"]
+            record.mean_download_s = _mean([t.downloaded - t.start for t in done])
+            record.mean_compute_s = _mean([t.computed - t.downloaded for t in done])
+            uploads = [t.uploaded - t.computed for t in done]
+            record.mean_upload_s, record.max_upload_s = _mean(uploads), (max(uploads) if uploads else None)
+            record.client_upload_bytes = [traffic.upload_bytes[t.node_id] for t in done]
+            record.client_upload_s = uploads
+        record.rejected = sum(stats.rejected.values())
+        record.rejected_reasons = dict(sorted(stats.rejected.items()))
+        record.applied = len(stats.applied_nodes)
+        record.train_loss, record.achieved_density = stats.train_loss, stats.achieved_density
+        record.density = float(strategy.density_for_round(server_round))
+        if server_round % scenario.eval.every == 0 or server_round == scenario.rounds:
+            model.load_state_dict(arrays.to_torch_state_dict())
+            record.accuracy, record.loss = evaluate(model, data.test, scenario.eval.batch_size)
+        log.append(record)
+        progress.update(record, sum(r.bytes_up for r in log.rows))
+        return MetricRecord({"accuracy": record.accuracy}) if record.accuracy is not None else None
+
+    strategy.start(grid=net_grid, initial_arrays=ArrayRecord({k: v.contiguous() for k, v in initial.items()}),
+                   num_rounds=scenario.rounds, evaluate_fn=evaluate_fn)
+    progress.close()
+    summary = log.summarize(scenario.name, scenario.eval.target_accuracy, time.perf_counter() - wall_start)
+    if out_dir is not None:
+        write_summary(out_dir / "summary.json", summary)
+        from fedgc.plots import plot_run
+
+        plot_run(log.rows, out_dir / "plots", title=scenario.name)
+    return summary

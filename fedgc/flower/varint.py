@@ -1,0 +1,99 @@
+"""Vectorised LEB128 varints and sparse index coding (delta + varint, or a bitmap), in numpy.
+
+No Flower imports: the codec in ``codec.py`` frames these bytes into Flower records.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAX_VARINT_BYTES = 10  # enough for any uint64
+
+
+class IndexCodingError(ValueError):
+    """Malformed index bytes."""
+
+
+def encode_varints(values: np.ndarray) -> np.ndarray:
+    """LEB128: 7 bits per byte, low group first, high bit set on every byte but the last."""
+    values = np.ascontiguousarray(values, dtype=np.uint64)
+    if values.size == 0:
+        return np.zeros(0, dtype=np.uint8)
+    nbytes = np.ones(values.size, dtype=np.int64)
+    rest = values >> np.uint64(7)
+    while rest.any():
+        nbytes += rest > 0
+        rest >>= np.uint64(7)
+    starts = np.cumsum(nbytes) - nbytes
+    out = np.empty(int(nbytes.sum()), dtype=np.uint8)
+    for j in range(int(nbytes.max())):
+        sel = nbytes > j
+        group = (values[sel] >> np.uint64(7 * j)) & np.uint64(0x7F)
+        more = (nbytes[sel] > j + 1).astype(np.uint64) << np.uint64(7)
+        out[starts[sel] + j] = (group | more).astype(np.uint8)
+    return out
+
+
+def decode_varints(data: np.ndarray) -> np.ndarray:
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    if data.size == 0:
+        return np.zeros(0, dtype=np.uint64)
+    ends = np.flatnonzero((data & 0x80) == 0)
+    if ends.size == 0 or ends[-1] != data.size - 1:
+        raise IndexCodingError("truncated varint")
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    lengths = ends - starts + 1
+    if lengths.max() > MAX_VARINT_BYTES:
+        raise IndexCodingError("varint longer than 10 bytes")
+    group_of_byte = np.repeat(np.arange(ends.size), lengths)
+    position = np.arange(data.size) - starts[group_of_byte]
+    parts = (data & 0x7F).astype(np.uint64) << (7 * position).astype(np.uint64)
+    out = np.zeros(ends.size, dtype=np.uint64)
+    np.add.at(out, group_of_byte, parts)
+    return out
+
+
+INDEX_MODE_VARINT = 0
+INDEX_MODE_BITMAP = 1
+
+
+def encode_indices(indices: np.ndarray, numel: int) -> np.ndarray:
+    """Strictly increasing flat indices → one mode byte + payload, whichever form is smaller.
+
+    varint mode: gaps (index − previous index − 1, the first relative to −1) as LEB128.
+    bitmap mode: ``numel`` bits, little-endian within each byte (bit i of byte j ↔ index 8j+i).
+    """
+    indices = np.asarray(indices, dtype=np.int64)
+    gaps = np.diff(indices, prepend=-1) - 1
+    varints = encode_varints(gaps.astype(np.uint64))
+    bitmap_bytes = (numel + 7) // 8
+    if varints.size <= bitmap_bytes:
+        return np.concatenate(([INDEX_MODE_VARINT], varints)).astype(np.uint8)
+    bits = np.zeros(numel, dtype=np.uint8)
+    bits[indices] = 1
+    return np.concatenate(([INDEX_MODE_BITMAP], np.packbits(bits, bitorder="little"))).astype(np.uint8)
+
+
+def decode_indices(data: np.ndarray, numel: int) -> np.ndarray:
+    """Inverse of ``encode_indices``; validates bounds and strict ordering."""
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    if data.size == 0:
+        raise IndexCodingError("empty index block")
+    mode, body = int(data[0]), data[1:]
+    if mode == INDEX_MODE_VARINT:
+        gaps = decode_varints(body)
+        if gaps.size and gaps.max() >= np.uint64(max(numel, 1)):
+            raise IndexCodingError("index out of bounds")
+        indices = np.cumsum(gaps.astype(np.int64) + 1) - 1
+    elif mode == INDEX_MODE_BITMAP:
+        if body.size != (numel + 7) // 8:
+            raise IndexCodingError(f"bitmap has {body.size} bytes, expected {(numel + 7) // 8}")
+        bits = np.unpackbits(body, bitorder="little")
+        if bits[numel:].any():
+            raise IndexCodingError("bitmap sets bits past the tensor's end")
+        indices = np.flatnonzero(bits[:numel]).astype(np.int64)
+    else:
+        raise IndexCodingError(f"unknown index mode {mode}")
+    if indices.size and indices[-1] >= numel:
+        raise IndexCodingError("index out of bounds")
+    return indices

@@ -1,0 +1,122 @@
+"""Per-round metrics and the run summary (no Flower imports here). Keys are documented in docs/metrics.md."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class RoundRecord:
+    round: int
+    sim_start_s: float = 0.0
+    sim_end_s: float = 0.0
+    round_duration_s: float = 0.0
+    selected: int = 0
+    completed: int = 0
+    cut: int = 0
+    late: int = 0
+    failed: int = 0
+    rejected: int = 0
+    applied: int = 0
+    bytes_down: int = 0
+    bytes_up: int = 0
+    dense_bytes_up: int = 0
+    density: float | None = None
+    achieved_density: float | None = None
+    train_loss: float | None = None
+    accuracy: float | None = None
+    loss: float | None = None
+    mean_download_s: float | None = None
+    mean_compute_s: float | None = None
+    mean_upload_s: float | None = None
+    max_upload_s: float | None = None
+    rejected_reasons: dict[str, int] = field(default_factory=dict)
+    client_upload_bytes: list[int] = field(default_factory=list)
+    client_upload_s: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Summary:
+    name: str
+    rounds: int
+    final_accuracy: float | None
+    best_accuracy: float | None
+    sim_time_s: float
+    wall_time_s: float
+    bytes_up: int
+    bytes_down: int
+    dense_bytes_up: int
+    compression_ratio_up: float | None
+    target_accuracy: float
+    time_to_target_s: float | None
+    rounds_to_target: int | None
+    clients_completed: int
+    clients_dropped: int
+    clients_failed: int
+    updates_rejected: int
+    updates_applied: int
+    stopped_reason: str = "completed"
+
+
+def _clean(value):
+    """JSON cannot hold NaN/Inf: write them as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class MetricsLog:
+    """Appends one JSON object per round to ``metrics.jsonl`` and keeps the rows for the summary."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.rows: list[RoundRecord] = []
+        if path is not None:
+            path.write_text("")
+
+    def append(self, record: RoundRecord) -> None:
+        self.rows.append(record)
+        if self.path is not None:
+            row = {k: _clean(v) for k, v in asdict(record).items()}
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(row, sort_keys=False) + "\n")
+
+    def summarize(self, name: str, target_accuracy: float, wall_time_s: float,
+                  stopped_reason: str = "completed") -> Summary:
+        rows = self.rows
+        accuracies = [r.accuracy for r in rows if r.accuracy is not None]
+        reached = next((r for r in rows if r.accuracy is not None and r.accuracy >= target_accuracy), None)
+        bytes_up = sum(r.bytes_up for r in rows)
+        dense_up = sum(r.dense_bytes_up for r in rows)
+        return Summary(
+            name=name,
+            rounds=len(rows),
+            final_accuracy=accuracies[-1] if accuracies else None,
+            best_accuracy=max(accuracies) if accuracies else None,
+            sim_time_s=rows[-1].sim_end_s if rows else 0.0,
+            wall_time_s=wall_time_s,
+            bytes_up=bytes_up,
+            bytes_down=sum(r.bytes_down for r in rows),
+            dense_bytes_up=dense_up,
+            compression_ratio_up=(dense_up / bytes_up) if bytes_up else None,
+            target_accuracy=target_accuracy,
+            time_to_target_s=reached.sim_end_s if reached else None,
+            rounds_to_target=reached.round if reached else None,
+            clients_completed=sum(r.completed for r in rows),
+            clients_dropped=sum(r.cut + r.late for r in rows),
+            clients_failed=sum(r.failed for r in rows),
+            updates_rejected=sum(r.rejected for r in rows),
+            updates_applied=sum(r.applied for r in rows),
+            stopped_reason=stopped_reason,
+        )
+
+
+def write_summary(path: Path, summary: Summary) -> None:
+    path.write_text(json.dumps({k: _clean(v) for k, v in asdict(summary).items()}, indent=2) + "\n")
+
+
+def read_metrics(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

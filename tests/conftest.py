@@ -1,0 +1,39 @@
+"""Shared fixtures: where the read-only shared data lives, and small fast scenarios."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_dir() -> Path:
+    return Path(os.environ.get("FEDGC_SHARED_DIR", REPO.parent / "shared"))
+
+
+@pytest.fixture
+def mnist_root() -> Path:
+    root = shared_dir() / "data" / "mnist"
+    if not (root / "train-images-idx3-ubyte.gz").is_file():
+        pytest.skip(f"MNIST files not found under {root} (set FEDGC_SHARED_DIR)")
+    return root
+
+
+@pytest.fixture
+def tiny_scenario() -> dict:
+    """A scenario tree that runs in about a second: 4 digit clients, 2 rounds."""
+    return {
+        "name": "tiny",
+        "seed": 7,
+        "rounds": 2,
+        "data": {"dataset": "digits", "num_clients": 4, "partition": "iid"},
+        "model": {"name": "mlp"},
+        "client": {"local_steps": 3, "batch_size": 16, "lr": 0.1},
+        "compression": {"name": "topk", "density": 0.05},
+        "strategy": {"fraction": 1.0},
+        "network": {"profile": "lte"},
+        "eval": {"target_accuracy": 0.5},
+    }
