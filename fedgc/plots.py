@@ -7,9 +7,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from fedgc.metrics import RoundRecord  # noqa: E402
+from fedgc.metrics import RoundRecord
 
 
 def _accuracy_series(rows: list[RoundRecord]):

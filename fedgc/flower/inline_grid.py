@@ -76,7 +76,7 @@ class InlineGrid(Grid):
         context = self.contexts[message.metadata.dst_node_id]
         try:
             return self.client_app(message, context)
-        except Exception as err:  # a failing client is a counted failure, not a crashed run
+        except Exception as err:  # noqa: BLE001 — a failing client is a counted failure, not a crashed run
             reason = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=3)}"
             return Message(Error(code=CLIENT_APP_EXCEPTION, reason=reason), reply_to=message)
 

@@ -13,6 +13,7 @@ import torch
 from flwr.app import ArrayRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 
+from fedgc.compress.base import DensePayload
 from fedgc.flower.codec import encode_update
 from fedgc.flower.network_grid import NetworkGrid
 from fedgc.flower.setup import federated_data
@@ -25,7 +26,6 @@ from fedgc.progress import Progress
 from fedgc.scenario import Scenario
 from fedgc.server_optim import ServerOptimizer
 from fedgc.training import evaluate
-from fedgc.compress.base import DensePayload
 
 
 def dense_reply_bytes(shapes: dict[str, tuple[int, ...]]) -> int:

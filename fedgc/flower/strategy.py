@@ -17,7 +17,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
-from fedgc.compress.base import DensePayload, SparsePayload
+from fedgc.flower.aggregate import aggregate_payloads
 from fedgc.flower.codec import CodecError, decode_update
 from fedgc.server_optim import ServerOptimizer
 
@@ -119,15 +119,7 @@ class FedgcStrategy(FedAvg):
             stats.skipped = True
             return None, None
         total = sum(n for _, n, _, _ in accepted)
-        aggregate = {name: torch.zeros(int(np.prod(shape)), dtype=torch.float32) for name, shape in self.shapes.items()}
-        for _, n, payloads, _ in accepted:
-            weight = n / total
-            for name, payload in payloads.items():
-                if isinstance(payload, SparsePayload):  # weighted scatter-add
-                    aggregate[name].index_add_(0, payload.indices, payload.values.to(torch.float32) * weight)
-                elif isinstance(payload, DensePayload):
-                    aggregate[name].add_(payload.values.to(torch.float32), alpha=weight)
-        delta = {name: aggregate[name].reshape(shape) for name, shape in self.shapes.items()}
+        delta = aggregate_payloads([(n / total, payloads) for _, n, payloads, _ in accepted], self.shapes)
         new_weights = self.optimizer.step(self._weights, delta)
         for node, _, _, _ in accepted:
             self.applied_since_last_message[node].append(server_round)
