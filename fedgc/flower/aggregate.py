@@ -21,7 +21,7 @@ def aggregate_payloads(updates: list[tuple[float, dict[str, Payload]]],
             if isinstance(payload, SparsePayload):
                 total[name].index_add_(0, payload.indices, payload.values.to(torch.float32) * weight)
             elif isinstance(payload, DensePayload):
-                total[name].add_(payload.values.to(torch.float32).flatten(), alpha=weight)
+                total[name].add_(payload.values.to(torch.float32).flatten() * weight)  # same arithmetic as sparse
             else:
                 raise TypeError(f"cannot aggregate {type(payload).__name__}")
     return {name: total[name].reshape(shape) for name, shape in shapes.items()}

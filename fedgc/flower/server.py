@@ -52,6 +52,8 @@ def density_schedule(scenario: Scenario):
 def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: bool = False) -> Summary:
     logging.getLogger("flwr").setLevel(logging.ERROR)
     wall_start = time.perf_counter()
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
     data = federated_data(scenario)
     model = build_model(scenario.model.name, data.input_shape, data.num_classes, scenario.seed)
     initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -110,6 +112,7 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
     summary = log.summarize(scenario.name, scenario.eval.target_accuracy, time.perf_counter() - wall_start)
     if out_dir is not None:
         write_summary(out_dir / "summary.json", summary)
+        torch.save(strategy.final_weights or initial, out_dir / "model.pt")  # the final global model
         from fedgc.plots import plot_run
 
         plot_run(log.rows, out_dir / "plots", title=scenario.name)

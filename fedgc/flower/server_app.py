@@ -18,6 +18,4 @@ def main(grid: Grid, context: Context) -> None:
     scenario = scenario_from_run_config(context.run_config)
     out = context.run_config.get(OUT_DIR)
     out_dir = Path(str(out)) if out else None
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
     run_server(grid, scenario, out_dir, quiet=bool(context.run_config.get("quiet", False)))

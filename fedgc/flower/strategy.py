@@ -64,6 +64,7 @@ class FedgcStrategy(FedAvg):
         self.applied_since_last_message: dict[int, list[int]] = defaultdict(list)
         self.last_stats = AggregationStats()
         self._weights: dict[str, torch.Tensor] = {}
+        self.final_weights: dict[str, torch.Tensor] = {}
 
     def summary(self) -> None:
         return None
@@ -121,6 +122,7 @@ class FedgcStrategy(FedAvg):
         total = sum(n for _, n, _, _ in accepted)
         delta = aggregate_payloads([(n / total, payloads) for _, n, payloads, _ in accepted], self.shapes)
         new_weights = self.optimizer.step(self._weights, delta)
+        self.final_weights = new_weights
         for node, _, _, _ in accepted:
             self.applied_since_last_message[node].append(server_round)
         stats.applied_nodes = [node for node, _, _, _ in accepted]
