@@ -63,6 +63,8 @@ class StrategyConfig(_Section):
     adam_beta1: float = Field(0.9, ge=0.0, lt=1.0)
     adam_beta2: float = Field(0.99, ge=0.0, lt=1.0)
     adam_tau: float = Field(1e-3, gt=0.0, description="FedAdam's adaptivity epsilon")
+    clip_update_norm: float | None = Field(None, gt=0.0, description="server bounds each update's L2 norm")
+    max_num_examples: int = Field(10_000_000, ge=1, description="replies claiming more examples are rejected")
 
 
 class EvalConfig(_Section):

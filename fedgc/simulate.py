@@ -1,6 +1,7 @@
 """``python -m fedgc.simulate SCENARIO.yaml [--out DIR] [--set KEY=VALUE ...] [--quiet]``
 
-Exit codes: 0 success; 2 the scenario or its inputs are invalid (one line on stderr, no traceback).
+Exit codes: 0 success; 2 the scenario or its inputs are invalid (one line on stderr, no traceback);
+3 training diverged (the model became non-finite; the last good model is kept).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from fedgc.scenario import ScenarioError, dump_scenario, load_scenario
 
 EXIT_INVALID = 2
+EXIT_DIVERGED = 3
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -49,8 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    print(json.dumps({k: v for k, v in asdict(summary).items()}, indent=2))
+    print(json.dumps(asdict(summary), indent=2))
     print(f"outputs in {out_dir}", file=sys.stderr)
+    if summary.stopped_reason != "completed":
+        print(f"error: run stopped early ({summary.stopped_reason}); model.pt holds the last good model",
+              file=sys.stderr)
+        return EXIT_DIVERGED
     return 0
 
 

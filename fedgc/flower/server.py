@@ -17,7 +17,7 @@ from fedgc.compress.base import DensePayload
 from fedgc.flower.codec import encode_update
 from fedgc.flower.network_grid import NetworkGrid
 from fedgc.flower.setup import federated_data
-from fedgc.flower.strategy import FedgcStrategy, SelectionPolicy
+from fedgc.flower.strategy import Diverged, FedgcStrategy, SelectionPolicy
 from fedgc.flower.wire import message_wire_size
 from fedgc.metrics import MetricsLog, RoundRecord, Summary, write_summary
 from fedgc.models import build_model
@@ -69,7 +69,8 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
     optimizer = ServerOptimizer(kind=s.server_optimizer, lr=s.server_lr, momentum=s.server_momentum,
                                 beta1=s.adam_beta1, beta2=s.adam_beta2, tau=s.adam_tau)
     strategy = FedgcStrategy(shapes=shapes, policy=policy, total_nodes=len(node_ids), optimizer=optimizer,
-                             rng=np.random.default_rng(rng.integers(2**63)), density_for_round=density_schedule(scenario))
+                             rng=np.random.default_rng(rng.integers(2**63)), density_for_round=density_schedule(scenario),
+                             max_num_examples=s.max_num_examples, clip_update_norm=s.clip_update_norm)
     dense_bytes = dense_reply_bytes(shapes)
     log = MetricsLog(out_dir / "metrics.jsonl" if out_dir else None)
     progress = Progress(scenario.rounds, enabled=not quiet)
@@ -106,10 +107,15 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
         progress.update(record, sum(r.bytes_up for r in log.rows))
         return MetricRecord({"accuracy": record.accuracy}) if record.accuracy is not None else None
 
-    strategy.start(grid=net_grid, initial_arrays=ArrayRecord({k: v.contiguous() for k, v in initial.items()}),
-                   num_rounds=scenario.rounds, evaluate_fn=evaluate_fn)
-    progress.close()
-    summary = log.summarize(scenario.name, scenario.eval.target_accuracy, time.perf_counter() - wall_start)
+    stopped = "completed"
+    try:
+        strategy.start(grid=net_grid, initial_arrays=ArrayRecord({k: v.contiguous() for k, v in initial.items()}),
+                       num_rounds=scenario.rounds, evaluate_fn=evaluate_fn)
+    except Diverged as err:
+        stopped = f"diverged: {err}"
+    finally:
+        progress.close()
+    summary = log.summarize(scenario.name, scenario.eval.target_accuracy, time.perf_counter() - wall_start, stopped)
     if out_dir is not None:
         write_summary(out_dir / "summary.json", summary)
         torch.save(strategy.final_weights or initial, out_dir / "model.pt")  # the final global model
