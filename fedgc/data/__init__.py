@@ -1,4 +1,9 @@
-"""Datasets and partitions (no Flower imports here)."""
+"""Datasets and partitions (no Flower imports here; flwr-datasets only).
+
+``DATASETS`` maps a scenario's ``data.dataset`` name to a loader ``(config, rng) -> CentralDataset``;
+names starting with ``hf:`` go to the Hugging Face loader (``fedgc.data.hf``). ``load_federated``
+loads, trims (``max_*_samples``) and partitions the train split with ``PARTITIONERS[config.partition]``.
+"""
 
 from __future__ import annotations
 
@@ -7,39 +12,89 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fedgc.data.base import ArrayDataset, CentralDataset, FederatedData
+from fedgc.data.base import ArrayDataset, CentralDataset, DataFileError, FederatedData, resolve_root
 from fedgc.data.digits import load_digits_dataset
-from fedgc.data.mnist import DataFileError, load_mnist_dir
-from fedgc.data.partition import PARTITIONERS
+from fedgc.data.hf import PREFIX as HF_PREFIX
+from fedgc.data.hf import load_hf
+from fedgc.data.leaf import load_leaf_dir
+from fedgc.data.mnist import load_mnist_dir
+from fedgc.data.partition import PARTITIONERS, PartitionError
+from fedgc.data.synthetic import generate_synthetic
 
 if TYPE_CHECKING:
     from fedgc.data.config import DataConfig
 
-
-def _digits(config: DataConfig, seed: int) -> CentralDataset:
-    return load_digits_dataset(seed)
+Loader = Callable[["DataConfig", np.random.Generator], CentralDataset]
 
 
-def _mnist(config: DataConfig, seed: int) -> CentralDataset:
-    if not config.root:
-        raise DataFileError("data.root: required for dataset 'mnist' (a directory with the four IDX .gz files)")
-    return load_mnist_dir(config.root)
+def _digits(config: DataConfig, rng: np.random.Generator) -> CentralDataset:
+    return load_digits_dataset(rng)
 
 
-DATASETS: dict[str, Callable[[DataConfig, int], CentralDataset]] = {"digits": _digits, "mnist": _mnist}
+def _idx(default_dir: str) -> Loader:
+    def load(config: DataConfig, rng: np.random.Generator) -> CentralDataset:
+        return load_mnist_dir(resolve_root(config.root, config.dataset, default_dir, "a directory with the four IDX files"))
+    return load
+
+
+def _leaf(kind: str, default_dir: str) -> Loader:
+    def load(config: DataConfig, rng: np.random.Generator) -> CentralDataset:
+        root = resolve_root(config.root, config.dataset, default_dir, "a LEAF directory with train/ and test/")
+        return load_leaf_dir(root, kind)
+    return load
+
+
+def _synthetic(config: DataConfig, rng: np.random.Generator) -> CentralDataset:
+    s = config.synthetic
+    return generate_synthetic(config.num_clients, rng, alpha=s.alpha, beta=s.beta, iid=s.iid,
+                              dimension=s.dimension, num_classes=s.num_classes)
+
+
+DATASETS: dict[str, Loader] = {
+    "digits": _digits,
+    "mnist": _idx("mnist"),
+    "fashion_mnist": _idx("fashion_mnist"),
+    "kmnist": _idx("kmnist"),
+    "shakespeare": _leaf("shakespeare", "leaf-shakespeare"),
+    "femnist": _leaf("femnist", "leaf-femnist"),
+    "synthetic": _synthetic,
+}
+
+
+def load_central(config: DataConfig, seed: int) -> CentralDataset:
+    """The named dataset's train and test splits, before partitioning."""
+    rng = np.random.default_rng(seed)
+    if config.dataset.startswith(HF_PREFIX):
+        return load_hf(config.dataset, config.huggingface)
+    return DATASETS[config.dataset](config, rng)
 
 
 def load_federated(config: DataConfig, seed: int) -> FederatedData:
     """Load the dataset named in ``config`` and partition its train split among the clients."""
-    central = DATASETS[config.dataset](config, seed)
-    train, test = central.train, central.test
-    if config.max_train_samples:
-        train = train.subset(np.arange(min(len(train), config.max_train_samples)))
-    if config.max_test_samples:
-        test = test.subset(np.arange(min(len(test), config.max_test_samples)))
-    rng = np.random.default_rng(seed)
-    parts = PARTITIONERS[config.partition](train.y, config.num_clients, rng, alpha=config.alpha)
-    return FederatedData([train.subset(p) for p in parts], test, central.num_classes, central.input_shape)
+    central = load_central(config, seed)
+    train, test, groups = central.train, central.test, central.train_groups
+    if config.max_train_samples and config.max_train_samples < len(train):
+        keep = np.arange(config.max_train_samples)
+        train = train.subset(keep)
+        groups = groups[keep] if groups is not None else None
+    if config.max_test_samples and config.max_test_samples < len(test):
+        test = test.subset(np.arange(config.max_test_samples))
+    rng = np.random.default_rng([seed, 1])  # independent of the loader's stream
+    parts = PARTITIONERS[config.partition](train.y, config.num_clients, rng, config, groups)
+    names: list[str] = []
+    if config.partition == "natural" and groups is not None and central.group_names is not None:
+        names = [central.group_names[int(groups[p[0]])] for p in parts]
+    return FederatedData([train.subset(p) for p in parts], test, central.num_classes, central.input_shape, names)
 
 
-__all__ = ["ArrayDataset", "CentralDataset", "DATASETS", "DataFileError", "FederatedData", "load_federated"]
+__all__ = [
+    "DATASETS",
+    "PARTITIONERS",
+    "ArrayDataset",
+    "CentralDataset",
+    "DataFileError",
+    "FederatedData",
+    "PartitionError",
+    "load_central",
+    "load_federated",
+]

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 
+class DataFileError(ValueError):
+    """A data file or data source is missing, unreachable or not in the expected format (one-line message)."""
+
+
 @dataclass
 class ArrayDataset:
-    x: np.ndarray  # float32 features, shape (n, *input_shape)
+    x: np.ndarray  # features, shape (n, *input_shape): float32 (images, vectors) or int64 (token sequences)
     y: np.ndarray  # int64 labels, shape (n,)
 
     def __len__(self) -> int:
@@ -21,12 +27,19 @@ class ArrayDataset:
 
 @dataclass
 class CentralDataset:
-    """A dataset before partitioning: a train split to partition and a held-out test split."""
+    """A dataset before partitioning: a train split to partition and a held-out test split.
+
+    ``train_groups`` gives, for naturally partitioned data (LEAF users, synthetic devices, a Hugging Face
+    column such as FEMNIST's writer id), the integer group of each train sample; ``group_names`` names
+    the groups (``group_names[g]``). Both are ``None`` when the data has no natural clients.
+    """
 
     train: ArrayDataset
     test: ArrayDataset
     num_classes: int
     input_shape: tuple[int, ...]
+    train_groups: np.ndarray | None = None
+    group_names: list[str] | None = None
 
 
 @dataclass
@@ -35,3 +48,15 @@ class FederatedData:
     test: ArrayDataset
     num_classes: int
     input_shape: tuple[int, ...]
+    client_names: list[str] = field(default_factory=list)  # natural partition: the user/device of each client
+
+
+def resolve_root(root: str | None, dataset: str, default_dir: str, what: str) -> Path:
+    """``data.root`` if set, else ``$FEDGC_DATA_DIR/<default_dir>``; a one-line DataFileError if neither."""
+    if root:
+        return Path(root).expanduser()
+    base = os.environ.get("FEDGC_DATA_DIR")
+    if base:
+        return Path(base).expanduser() / default_dir
+    raise DataFileError(f"data.root: required for dataset {dataset!r} ({what}); "
+                        f"or set FEDGC_DATA_DIR to a folder holding {default_dir}/")

@@ -5,24 +5,65 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
+class SyntheticConfig(BaseModel):
+    """FedProx's synthetic(α, β) (``dataset: synthetic``); one device per client (``num_clients``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    alpha: float = Field(1.0, ge=0.0, description="spread of the devices' models (u_k ~ N(0, alpha))")
+    beta: float = Field(1.0, ge=0.0, description="spread of the devices' features (B_k ~ N(0, beta))")
+    iid: bool = Field(False, description="FedProx's synthetic_iid: one model for all devices, same features")
+    dimension: int = Field(60, ge=1, description="feature dimension")
+    num_classes: int = Field(10, ge=2)
+
+
+class HuggingFaceConfig(BaseModel):
+    """Options for ``dataset: hf:<id>`` (any Hugging Face image-classification dataset)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    subset: str | None = Field(None, description="the dataset's configuration (subset) name, if it has several")
+    train_split: str = "train"
+    test_split: str = "test"
+    image_key: str | None = Field(None, description="image column; default: the first of image, img, pixel_values")
+    label_key: str | None = Field(None, description="label column; default: the first of label, labels, "
+                                                    "fine_label, character, y")
+    group_key: str | None = Field(None, description="column of natural client ids (e.g. writer_id) "
+                                                    "for partition: natural")
+    timeout_s: float = Field(3.0, gt=0.0, le=60.0, description="connect timeout of the network probe")
+
+
 class DataConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    dataset: str = Field("digits", description="dataset name: digits (offline, ships with scikit-learn) or mnist")
-    root: str | None = Field(None, description="directory holding the dataset files (mnist: the four IDX .gz files)")
+    dataset: str = Field("digits", description="digits, mnist, fashion_mnist, kmnist, shakespeare, femnist, "
+                                               "synthetic, or hf:<Hugging Face dataset id>")
+    root: str | None = Field(None, description="directory holding the dataset files (MNIST-format: four IDX files; "
+                                               "LEAF: train/ and test/ folders); default $FEDGC_DATA_DIR/<name>")
     num_clients: int = Field(10, ge=1, le=1_000_000)
-    partition: str = Field("iid", description="iid or dirichlet")
+    partition: str = Field("iid", description="iid, dirichlet, shards, pathological, natural or size_skew")
     alpha: float = Field(0.5, gt=0.0, description="Dirichlet concentration (smaller = more label skew)")
+    shards_per_client: int = Field(2, ge=1, description="partition: shards; McMahan et al. use 2")
+    classes_per_client: int = Field(2, ge=1, description="partition: pathological; labels per client")
+    size_sigma: float = Field(1.0, ge=0.0, description="partition: size_skew; lognormal sigma of client sizes")
+    min_partition_size: int = Field(1, ge=0, description="partition: dirichlet, size_skew; fewest samples a client gets")
     max_train_samples: int | None = Field(None, ge=1, description="use only the first N train samples (quick runs)")
     max_test_samples: int | None = Field(None, ge=1, description="evaluate on only the first N test samples")
+    synthetic: SyntheticConfig = Field(default_factory=SyntheticConfig)
+    huggingface: HuggingFaceConfig = Field(default_factory=HuggingFaceConfig)
 
     @field_validator("dataset")
     @classmethod
     def _known_dataset(cls, name: str) -> str:
         from fedgc.data import DATASETS
+        from fedgc.data.hf import PREFIX
 
+        if name.startswith(PREFIX):
+            if not name.removeprefix(PREFIX).strip():
+                raise ValueError("hf: needs a Hugging Face dataset id, e.g. hf:uoft-cs/cifar10")
+            return name
         if name not in DATASETS:
-            raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+            raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}, hf:<id>")
         return name
 
     @field_validator("partition")

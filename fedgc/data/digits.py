@@ -7,13 +7,14 @@ import numpy as np
 from fedgc.data.base import ArrayDataset, CentralDataset
 
 
-def load_digits_dataset(seed: int, test_fraction: float = 0.2) -> CentralDataset:
+def load_digits_dataset(rng: np.random.Generator, test_fraction: float = 0.2) -> CentralDataset:
+    """A seeded ``test_fraction`` of the images is the test split, the rest the train split."""
     from sklearn.datasets import load_digits
 
     bunch = load_digits()
     x = (bunch.images.astype(np.float32) / 16.0)[:, None, :, :]
     y = bunch.target.astype(np.int64)
-    order = np.random.default_rng(seed).permutation(len(y))
-    n_test = int(round(len(y) * test_fraction))
+    order = rng.permutation(len(y))
+    n_test = round(len(y) * test_fraction)
     test, train = order[:n_test], order[n_test:]
     return CentralDataset(ArrayDataset(x[train], y[train]), ArrayDataset(x[test], y[test]), 10, (1, 8, 8))

@@ -1,4 +1,8 @@
-"""Any MNIST-format directory: the four standard IDX ``.gz`` files (MNIST, Fashion-MNIST, ...)."""
+"""Any MNIST-format directory: four IDX files, gzip-compressed or not (MNIST, Fashion-MNIST, KMNIST).
+
+The files are found by their standard names (``train-images-idx3-ubyte.gz``, ...), with or without
+the ``.gz`` suffix.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +11,19 @@ from pathlib import Path
 
 import numpy as np
 
-from fedgc.data.base import ArrayDataset, CentralDataset
+from fedgc.data.base import ArrayDataset, CentralDataset, DataFileError
 
 FILES = {
-    "train_images": "train-images-idx3-ubyte.gz",
-    "train_labels": "train-labels-idx1-ubyte.gz",
-    "test_images": "t10k-images-idx3-ubyte.gz",
-    "test_labels": "t10k-labels-idx1-ubyte.gz",
+    "train_images": "train-images-idx3-ubyte",
+    "train_labels": "train-labels-idx1-ubyte",
+    "test_images": "t10k-images-idx3-ubyte",
+    "test_labels": "t10k-labels-idx1-ubyte",
 }
-# Normalization used by the reference PyTorch MNIST example.
+# Normalization used by the reference PyTorch MNIST example (applied to every MNIST-format set
+# so the same scenario keys work for each; the models learn any remaining offset).
 MEAN, STD = 0.1307, 0.3081
 
-
-class DataFileError(ValueError):
-    """A data file is missing or not in the expected format."""
+__all__ = ["FILES", "DataFileError", "load_mnist_dir", "read_idx"]
 
 
 def read_idx(path: Path) -> np.ndarray:
@@ -32,23 +35,41 @@ def read_idx(path: Path) -> np.ndarray:
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
         raise DataFileError(f"{path}: not an unsigned-byte IDX file")
     ndim = raw[3]
+    if len(raw) < 4 + 4 * ndim:
+        raise DataFileError(f"{path}: IDX header truncated")
     dims = np.frombuffer(raw, dtype=">u4", count=ndim, offset=4).astype(np.int64)
     data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
     if data.size != int(np.prod(dims)):
-        raise DataFileError(f"{path}: header says {tuple(dims)} but holds {data.size} bytes")
+        raise DataFileError(f"{path}: header says {tuple(int(d) for d in dims)} but holds {data.size} bytes")
     return data.reshape(tuple(dims))
+
+
+def _find(root: Path, stem: str) -> Path | None:
+    for name in (stem + ".gz", stem):
+        if (root / name).is_file():
+            return root / name
+    return None
 
 
 def load_mnist_dir(root: str | Path) -> CentralDataset:
     root = Path(root)
-    missing = [name for name in FILES.values() if not (root / name).is_file()]
+    if not root.is_dir():
+        raise DataFileError(f"data.root {root}: no such directory")
+    paths = {key: _find(root, stem) for key, stem in FILES.items()}
+    missing = [FILES[key] + ".gz" for key, path in paths.items() if path is None]
     if missing:
         raise DataFileError(f"data.root {root}: missing {', '.join(missing)}")
-    arrays = {key: read_idx(root / name) for key, name in FILES.items()}
+    arrays = {key: read_idx(path) for key, path in paths.items() if path is not None}
+    for split in ("train", "test"):
+        images, labels = arrays[f"{split}_images"], arrays[f"{split}_labels"]
+        if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
+            raise DataFileError(f"data.root {root}: {split} images {images.shape} and labels {labels.shape} "
+                                "do not match (expected (n, h, w) and (n,))")
 
     def images(a: np.ndarray) -> np.ndarray:
         return ((a.astype(np.float32) / 255.0 - MEAN) / STD)[:, None, :, :]
 
     train = ArrayDataset(images(arrays["train_images"]), arrays["train_labels"].astype(np.int64))
     test = ArrayDataset(images(arrays["test_images"]), arrays["test_labels"].astype(np.int64))
-    return CentralDataset(train, test, 10, (1, 28, 28))
+    num_classes = int(max(train.y.max(initial=0), test.y.max(initial=0))) + 1
+    return CentralDataset(train, test, max(num_classes, 10), tuple(int(d) for d in train.x.shape[1:]))

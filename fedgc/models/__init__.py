@@ -1,30 +1,60 @@
-"""Model registry (no Flower imports here)."""
+"""Model registry (no Flower imports here).
+
+``MODELS`` maps a scenario's ``model.name`` to a model class ``cls(input_shape, num_classes, **options)``;
+each class's ``Options`` (pydantic, unknown keys are errors) validates its ``model.options``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
+from typing import Any
 
 import torch
+from pydantic import ValidationError
 from torch import nn
 
 from fedgc.models.cnn import McMahanCNN, SmallCNN
-from fedgc.models.mlp import MLP
+from fedgc.models.lstm import CharLSTM
+from fedgc.models.mlp import MLP, LogisticRegression, McMahan2NN
+from fedgc.models.resnet import ResNet20
 
-MODELS: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {
+MODELS: dict[str, type[nn.Module]] = {
     "mlp": MLP,
+    "logreg": LogisticRegression,
+    "mnist_2nn": McMahan2NN,
     "small_cnn": SmallCNN,
     "mnist_cnn": McMahanCNN,
+    "resnet20": ResNet20,
+    "char_lstm": CharLSTM,
 }
 
 
-def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, seed: int) -> nn.Module:
+def validate_model_options(name: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The options for model ``name``, defaults filled in; ``ValueError`` in one line naming the key."""
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
+    try:
+        return MODELS[name].Options(**dict(options or {})).model_dump()
+    except ValidationError as err:
+        first = err.errors()[0]
+        key = ".".join(str(p) for p in first["loc"]) or "options"
+        msg = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
+        raise ValueError(f"options.{key}: {msg} (model {name})") from None
+
+
+def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, seed: int,
+                options: Mapping[str, Any] | None = None) -> nn.Module:
     """Build the named model with weights drawn from ``seed`` (same seed, same initial model)."""
     if name not in MODELS:
         raise KeyError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
+    kwargs = validate_model_options(name, options)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return MODELS[name](input_shape, num_classes)
+        return MODELS[name](tuple(input_shape), num_classes, **kwargs)
 
 
 def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+__all__ = ["MODELS", "build_model", "parameter_count", "validate_model_options"]

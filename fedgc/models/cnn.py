@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from torch import nn
 
+from fedgc.models.base import NoOptions
+
 
 class SmallCNN(nn.Module):
-    """Two 3×3 conv layers and one linear head; ~30k parameters on 8×8 inputs."""
+    """Two 3×3 conv layers and one linear head; 9,930 parameters on 1×8×8 inputs (10 classes)."""
+
+    Options = NoOptions
 
     def __init__(self, input_shape: tuple[int, ...], num_classes: int) -> None:
         super().__init__()
@@ -26,6 +30,8 @@ class McMahanCNN(nn.Module):
 
     1,663,370 parameters on 28×28 inputs.
     """
+
+    Options = NoOptions
 
     def __init__(self, input_shape: tuple[int, ...], num_classes: int) -> None:
         super().__init__()
