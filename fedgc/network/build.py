@@ -5,25 +5,101 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
+from fedgc.network.availability import ALWAYS, Availability, ExponentialOnOff, IntervalAvailability, read_interval_file
 from fedgc.network.config import NetworkConfig
-from fedgc.network.device import Device
-from fedgc.network.links.constant import ConstantLink
+from fedgc.network.device import Device, assign_rows, read_capacity_file, tier_speeds
+from fedgc.network.links import LINKS, Link
+from fedgc.network.piecewise import PeriodicRate
 from fedgc.network.profiles import PROFILES
 from fedgc.network.timeline import ClientNetwork, NetworkModel
+from fedgc.network.traces import read_trace
+
+
+def _rates(config: NetworkConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Per-client (up, down) Mbit/s: the profile (or overrides), a capacity file, then the lognormal spread."""
+    profile = PROFILES[config.profile]
+    if config.bandwidth_file is not None:
+        columns = read_capacity_file(config.resolve(config.bandwidth_file))
+        rows = assign_rows(len(columns["ul_kbps"]), n, rng)
+        up, down = columns["ul_kbps"][rows] / 1000.0, columns["dl_kbps"][rows] / 1000.0
+    else:
+        up = np.full(n, config.up_mbps or profile.up_mbps)
+        down = np.full(n, config.down_mbps or profile.down_mbps)
+    if config.bandwidth_spread > 0:  # median-preserving: the profiles are medians
+        up = up * rng.lognormal(0.0, config.bandwidth_spread, n)
+        down = down * rng.lognormal(0.0, config.bandwidth_spread, n)
+    return up, down
+
+
+def _devices(config: NetworkConfig, n: int, rng: np.random.Generator) -> list[Device]:
+    if config.device_file is not None:
+        ms = read_capacity_file(config.resolve(config.device_file))["computation_ms_per_sample"]
+        speeds = 1000.0 / (ms[assign_rows(len(ms), n, rng)] * config.device_file_scale)
+    elif config.device_tier is not None:
+        speeds = tier_speeds(config.device_tier, n, rng)
+    else:
+        speeds = np.full(n, config.device_samples_per_s)
+    cache: dict[float, Device] = {}
+    return [cache.setdefault(s, Device(s)) for s in speeds.tolist()]
+
+
+def _availabilities(config: NetworkConfig, n: int, seeds: list[int]) -> list[Availability]:
+    if config.availability == "exponential":
+        return [ExponentialOnOff(config.mean_on_s, config.mean_off_s, np.random.default_rng(seeds[i])) for i in range(n)]
+    if config.availability == "trace":
+        table = read_interval_file(config.resolve(config.availability_file))
+        keys = sorted(table)
+        made = {k: IntervalAvailability(table[k], config.availability_period_s) for k in keys}
+        return [made[keys[i % len(keys)]] for i in range(n)]
+    return [ALWAYS] * n
 
 
 def build_network(env: simpy.Environment, config: NetworkConfig, node_ids: list[int],
                   rng: np.random.Generator) -> NetworkModel:
-    """One link and one device per node, from the named profile plus the scenario's overrides."""
+    """One link, device and availability process per node (in ``node_ids`` order), all seeded from ``rng``.
+
+    Raises a one-line ``ValueError`` naming the file when a trace, capacity or availability file is
+    missing or unreadable.
+    """
+    n = len(node_ids)
     profile = PROFILES[config.profile]
-    clients = {}
-    for node_id in node_ids:
-        link = ConstantLink(
-            up_mbps=config.up_mbps or profile.up_mbps,
-            down_mbps=config.down_mbps or profile.down_mbps,
-            rtt_ms=profile.rtt_ms if config.rtt_ms is None else config.rtt_ms,
-            jitter_ms=config.jitter_ms,
-            rng=np.random.default_rng(rng.integers(2**63)),
-        )
-        clients[node_id] = ClientNetwork(link=link, device=Device(config.device_samples_per_s))
-    return NetworkModel(env, clients)
+    rtt = profile.rtt_ms if config.rtt_ms is None else config.rtt_ms
+    seeds = rng.integers(2**63, size=(n, 2))
+    needs_rng = config.link != "constant" or config.jitter_ms > 0
+    link_rngs = [np.random.default_rng(s) if needs_rng else None for s in seeds[:, 0].tolist()]
+    up, down = _rates(config, n, rng)
+    devices = _devices(config, n, rng)
+    availabilities = _availabilities(config, n, seeds[:, 1].tolist())
+
+    links: list[Link]
+    if config.link == "trace":
+        cache: dict[str, PeriodicRate] = {}
+
+        def trace(name: str) -> PeriodicRate:
+            path = config.resolve(name)
+            if str(path) not in cache:
+                cache[str(path)] = read_trace(path, config.trace_format, config.trace_unit)
+            return cache[str(path)]
+
+        up_scale = (config.up_mbps or profile.up_mbps) / (config.down_mbps or profile.down_mbps)
+        links = []
+        for i in range(n):
+            k = i % len(config.trace_down)
+            down_curve = trace(config.trace_down[k])
+            up_curve = trace(config.trace_up[k]) if config.trace_up else None
+            rng_i = link_rngs[i] if link_rngs[i] is not None else np.random.default_rng(0)
+            offset = float(rng_i.uniform(0, down_curve.period)) if config.trace_random_start else 0.0
+            links.append(LINKS["trace"](down_curve, up_curve, up_scale, rtt, config.jitter_ms, link_rngs[i], offset))
+    elif config.link == "gilbert_elliott":
+        links = [LINKS["gilbert_elliott"](
+            float(up[i]), float(down[i]), rtt, config.jitter_ms, link_rngs[i], mean_good_s=config.ge_mean_good_s,
+            mean_bad_s=config.ge_mean_bad_s, bad_factor=config.ge_bad_factor, good_loss=config.ge_good_loss,
+            bad_loss=config.ge_bad_loss) for i in range(n)]
+    else:
+        links = [LINKS["constant"](float(up[i]), float(down[i]), rtt, config.jitter_ms, link_rngs[i])
+                 for i in range(n)]
+    clients = {node_id: ClientNetwork(links[i], devices[i], availabilities[i]) for i, node_id in enumerate(node_ids)}
+    mbps = 1e6
+    return NetworkModel(env, clients,
+                        server_up_bps=config.server_up_mbps * mbps if config.server_up_mbps else None,
+                        server_down_bps=config.server_down_mbps * mbps if config.server_down_mbps else None)

@@ -1,17 +1,31 @@
 """One round on the simulated clock: download → compute → upload for each selected client.
 
 The simpy ``Environment`` is passed in and lives for the whole run, so ``env.now`` is the run's
-simulated time in seconds. A round ends when the last kept update arrives, or at the deadline.
+simulated time in seconds. A round's per-client times are computed in closed form from the links
+(each transfer integrates its link's throughput from its own start time), the server's shared
+bandwidth (max–min fair, :mod:`fedgc.network.fairshare`) and the availability processes; then the
+clock is advanced to the round's end in one step. No simpy event per client: this is what keeps a
+100,000-client round cheap (see bench/network.py).
+
+Statuses: ``completed`` (kept update), ``late`` (still running when the round closed: past the
+deadline or not among the first ``keep_first`` arrivals), ``cut`` (offline at the start or went offline
+during its download, compute or upload before the round closed; the transfer is cut at that moment).
+The round ends when the ``keep_first``-th kept update arrives; otherwise when every client has
+delivered or dropped out; never after the deadline.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
 import simpy
 
+from fedgc.network.availability import ALWAYS, Availability
 from fedgc.network.device import Device
+from fedgc.network.fairshare import fair_share
 from fedgc.network.links.base import Link
 
 Status = Literal["completed", "late", "cut"]
@@ -21,6 +35,7 @@ Status = Literal["completed", "late", "cut"]
 class ClientNetwork:
     link: Link
     device: Device
+    availability: Availability = ALWAYS
 
 
 @dataclass(frozen=True)
@@ -52,53 +67,127 @@ class RoundTimeline:
 
 
 class NetworkModel:
-    def __init__(self, env: simpy.Environment, clients: dict[int, ClientNetwork]) -> None:
+    """Every client's link, device and availability, plus the server's (optional) shared bandwidth.
+
+    ``server_up_bps`` is the server's sending capacity, shared by the clients' downloads;
+    ``server_down_bps`` its receiving capacity, shared by the uploads. None: not a bottleneck.
+    """
+
+    def __init__(self, env: simpy.Environment, clients: dict[int, ClientNetwork],
+                 server_up_bps: float | None = None, server_down_bps: float | None = None) -> None:
         self.env = env
         self.clients = clients
+        self.server_up_bps = server_up_bps
+        self.server_down_bps = server_down_bps
 
     def online_nodes(self, node_ids: list[int]) -> list[int]:
-        return [n for n in node_ids if n in self.clients]
+        """The given nodes that are online at ``env.now`` (unknown ids are not)."""
+        now = self.env.now
+        clients = self.clients
+        return [n for n in node_ids if n in clients and clients[n].availability.is_online(now)]
 
-    def _client_round(self, job: ClientJob, timing: ClientTiming, arrivals: list[ClientTiming], done: simpy.Event,
-                      wanted: int):
-        client = self.clients[job.node_id]
-        env = self.env
-        try:
-            yield env.timeout(client.link.transfer_time(env.now, job.down_bytes, "down"))
-            timing.downloaded = env.now
-            yield env.timeout(client.device.compute_time(job.compute_samples))
-            timing.computed = env.now
-            yield env.timeout(client.link.transfer_time(env.now, job.up_bytes, "up"))
-            timing.uploaded = env.now
-            timing.status = "completed"
-            arrivals.append(timing)
-            if len(arrivals) >= wanted and not done.triggered:
-                done.succeed()
-        except simpy.Interrupt:
-            timing.status = "late"
+    def _phases(self, jobs: list[ClientJob], start: float) -> tuple[list[float], list[float], list[float], list[float]]:
+        """Per client: downloaded, computed, uploaded (inf where not reached) and the offline time."""
+        n = len(jobs)
+        inf = math.inf
+        clients = [self.clients[job.node_id] for job in jobs]
+        off = [c.availability.next_off(start) for c in clients]
+        down = [inf] * n
+        comp = [inf] * n
+        up = [inf] * n
+        if self.server_up_bps is None and self.server_down_bps is None:
+            for i, (job, client) in enumerate(zip(jobs, clients)):
+                if off[i] <= start:
+                    continue
+                link = client.link
+                d = start + link.transfer_time(start, job.down_bytes, "down")
+                if d > off[i]:
+                    continue
+                down[i] = d
+                c = d + client.device.compute_time(job.compute_samples)
+                if c > off[i]:
+                    continue
+                comp[i] = c
+                u = c + link.transfer_time(c, job.up_bytes, "up")
+                if u <= off[i]:
+                    up[i] = u
+            return down, comp, up, off
+        arrive = [start if off[i] > start else inf for i in range(n)]
+        down = self._transfers(clients, arrive, [j.down_bytes for j in jobs], off, "down", self.server_up_bps)
+        for i, (job, client) in enumerate(zip(jobs, clients)):
+            if down[i] < inf:
+                c = down[i] + client.device.compute_time(job.compute_samples)
+                comp[i] = c if c <= off[i] else inf
+        up = self._transfers(clients, comp, [j.up_bytes for j in jobs], off, "up", self.server_down_bps)
+        return down, comp, up, off
+
+    @staticmethod
+    def _transfers(clients: list[ClientNetwork], arrive: list[float], nbytes: list[int], off: list[float],
+                   direction: Literal["up", "down"], capacity: float | None) -> list[float]:
+        """Delivery time of each transfer (inf if it never starts or is cut), through a shared server link."""
+        n = len(clients)
+        inf = math.inf
+        serial = [inf] * n
+        latency = [0.0] * n
+        for i in range(n):
+            if arrive[i] < inf:
+                serial[i] = clients[i].link.serialize_time(arrive[i], nbytes[i], direction)
+                latency[i] = clients[i].link.latency()
+        if capacity is None:
+            ends = [arrive[i] + serial[i] for i in range(n)]
+        else:
+            # A flow's cap is its link-only average rate over this transfer (exact for constant links).
+            work = [8.0 * b for b in nbytes]
+            cap = [work[i] / serial[i] if 0 < serial[i] < inf else inf for i in range(n)]
+            ends = fair_share(arrive, work, cap, off, capacity)
+        return [e + lat if e + lat <= o else inf for e, lat, o in zip(ends, latency, off)]
 
     def run_round(self, jobs: list[ClientJob], deadline_s: float | None = None,
                   keep_first: int | None = None) -> RoundTimeline:
-        """Advance the clock through one round. ``keep_first``: stop after that many arrivals."""
+        """Advance the clock through one round; ``keep_first``: the round closes at that many arrivals."""
         env = self.env
         start = env.now
-        wanted = min(len(jobs), keep_first) if keep_first else len(jobs)
-        timeline = RoundTimeline(start=start, end=start)
+        if keep_first is not None and keep_first < 1:
+            raise ValueError("keep_first must be >= 1")
+        if deadline_s is not None and not deadline_s > 0:
+            raise ValueError("deadline_s must be > 0")
+        unknown = [job.node_id for job in jobs if job.node_id not in self.clients]
+        if unknown:
+            raise ValueError(f"run_round: unknown node id {unknown[0]}")
         if not jobs:
-            return timeline
-        done = env.event()
-        arrivals: list[ClientTiming] = []
-        processes = []
-        for job in jobs:
+            return RoundTimeline(start=start, end=start)
+        down, comp, up, off = self._phases(jobs, start)
+        n = len(jobs)
+        wanted = min(n, keep_first) if keep_first else n
+        limit = start + deadline_s if deadline_s is not None else math.inf
+
+        ups = np.asarray(up)
+        order = np.argsort(ups, kind="stable")[:wanted]
+        kept = order[(ups[order] <= limit) & np.isfinite(ups[order])]
+        if len(kept) == wanted:
+            end = float(ups[kept[-1]])
+        else:  # every client delivered or dropped out, capped by the deadline
+            resolved = np.where(np.isfinite(ups), ups, np.asarray(off))
+            finite = resolved[np.isfinite(resolved)]
+            last = float(finite.max()) if finite.size else start
+            end = limit if (finite.size < n and limit < math.inf) else min(last, limit)
+            end = max(end, start)
+        is_kept = np.zeros(n, dtype=bool)
+        is_kept[kept] = True
+
+        timings = []
+        for i, job in enumerate(jobs):
             timing = ClientTiming(node_id=job.node_id, start=start)
-            timeline.timings.append(timing)
-            processes.append(env.process(self._client_round(job, timing, arrivals, done, wanted)))
-        stop = done if deadline_s is None else done | env.timeout(deadline_s)
-        env.run(until=stop)
-        for process in processes:
-            if process.is_alive:
-                process.interrupt()
-        while env.peek() == env.now:  # deliver the interrupts without advancing time
-            env.step()
-        timeline.end = arrivals[-1].uploaded if (done.triggered and arrivals) else env.now
-        return timeline
+            if is_kept[i]:
+                timing.downloaded, timing.computed, timing.uploaded = down[i], comp[i], up[i]
+                timing.status = "completed"
+            else:
+                d, c = down[i], comp[i]
+                timing.downloaded = d if d <= end else None
+                timing.computed = c if c <= end else None
+                cut = up[i] == math.inf and off[i] <= end
+                timing.status = "cut" if cut else "late"
+            timings.append(timing)
+        if end > env.now:
+            env.run(until=end)
+        return RoundTimeline(start=start, end=end, timings=timings)

@@ -1,9 +1,16 @@
-"""The link interface: how long a transfer of ``nbytes`` takes when it starts at simulated time ``start``."""
+"""The link interface: how long a transfer of ``nbytes`` takes when it starts at simulated time ``start``.
+
+A transfer's duration = serialization (the bits through the link's throughput, integrated from
+``start``) + one-way latency (RTT/2) + jitter. The round timeline needs the two parts separately
+when the server's bandwidth is shared (only serialization competes for it).
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from typing import Literal
+
+import numpy as np
 
 Direction = Literal["up", "down"]
 
@@ -11,10 +18,27 @@ Direction = Literal["up", "down"]
 class Link(ABC):
     """A client's access link. Throughputs in bit/s, times in simulated seconds."""
 
+    def __init__(self, rtt_ms: float = 0.0, jitter_ms: float = 0.0, rng: np.random.Generator | None = None) -> None:
+        if rtt_ms < 0 or jitter_ms < 0:
+            raise ValueError("link rtt_ms and jitter_ms must be >= 0")
+        self.one_way_s = rtt_ms / 2000.0
+        self.jitter_s = jitter_ms / 1000.0
+        self.rng = rng if rng is not None or jitter_ms == 0 else np.random.default_rng(0)
+
     @abstractmethod
-    def transfer_time(self, start: float, nbytes: int, direction: Direction) -> float:
-        """Seconds from the first byte sent at ``start`` until the last byte is delivered (latency included)."""
+    def serialize_time(self, start: float, nbytes: int, direction: Direction) -> float:
+        """Seconds for ``nbytes`` to pass through the link's throughput, first bit sent at ``start``."""
 
     @abstractmethod
     def mean_bps(self, direction: Direction) -> float:
-        """Long-run mean throughput, for reports and for the server's fair-share model."""
+        """Long-run mean throughput (goodput), for reports."""
+
+    def latency(self) -> float:
+        """One-way delay of one transfer: RTT/2 plus a fresh uniform jitter draw in [0, jitter]."""
+        if self.jitter_s > 0:
+            return self.one_way_s + self.rng.uniform(0.0, self.jitter_s)
+        return self.one_way_s
+
+    def transfer_time(self, start: float, nbytes: int, direction: Direction) -> float:
+        """Seconds from the first byte sent at ``start`` until the last byte is delivered (latency included)."""
+        return self.serialize_time(start, nbytes, direction) + self.latency()

@@ -14,16 +14,18 @@ from fedgc.network.links.base import Direction, Link
 class ConstantLink(Link):
     def __init__(self, up_mbps: float, down_mbps: float, rtt_ms: float = 0.0, jitter_ms: float = 0.0,
                  rng: np.random.Generator | None = None) -> None:
-        if up_mbps <= 0 or down_mbps <= 0:
+        super().__init__(rtt_ms, jitter_ms, rng)
+        if not (up_mbps > 0 and down_mbps > 0):
             raise ValueError("link throughput must be > 0 Mbit/s")
         self.bps = {"up": up_mbps * 1e6, "down": down_mbps * 1e6}
-        self.one_way_s = rtt_ms / 2000.0
-        self.jitter_s = jitter_ms / 1000.0
-        self.rng = rng if rng is not None else np.random.default_rng(0)
+
+    def serialize_time(self, start: float, nbytes: int, direction: Direction) -> float:
+        return nbytes * 8.0 / self.bps[direction]
 
     def transfer_time(self, start: float, nbytes: int, direction: Direction) -> float:
-        jitter = self.rng.uniform(0.0, self.jitter_s) if self.jitter_s > 0 else 0.0
-        return nbytes * 8.0 / self.bps[direction] + self.one_way_s + jitter
+        if self.jitter_s > 0:
+            return nbytes * 8.0 / self.bps[direction] + self.one_way_s + self.rng.uniform(0.0, self.jitter_s)
+        return nbytes * 8.0 / self.bps[direction] + self.one_way_s
 
     def mean_bps(self, direction: Direction) -> float:
         return self.bps[direction]

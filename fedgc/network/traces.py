@@ -1,0 +1,81 @@
+"""Readers for throughput trace files, each returning a looping :class:`PeriodicRate`.
+
+Formats (see docs/network.md):
+
+* ``mahimahi`` — one integer per line, a millisecond timestamp; each line is one opportunity to
+  deliver a 1500-byte packet. The trace loops with period = the last timestamp (as ``mm-link``).
+  Opportunities are binned per millisecond (a fluid model at 1 ms granularity).
+* ``pensieve`` — ``t_seconds throughput`` per line (FCC / Norway HSDPA "cooked" traces). Pensieve's
+  convention: sample i's throughput holds over ``(t[i-1], t[i]]``; period = last - first time.
+* ``lumos`` — ``t_seconds throughput`` per line where sample i holds over ``[t[i], t[i+1])`` and the
+  last one for the median step (Lumos5G per-second runs; their unit is MByte/s).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from fedgc.network.piecewise import PeriodicRate
+
+TraceFormat = Literal["mahimahi", "pensieve", "lumos"]
+TraceUnit = Literal["Mbit/s", "MByte/s", "kbit/s"]
+
+MAHIMAHI_PACKET_BITS = 1500 * 8
+UNIT_BPS: dict[str, float] = {"Mbit/s": 1e6, "MByte/s": 8e6, "kbit/s": 1e3}
+DEFAULT_UNIT: dict[str, TraceUnit] = {"pensieve": "Mbit/s", "lumos": "MByte/s"}
+
+
+def _read_numbers(path: Path, columns: int) -> np.ndarray:
+    try:
+        text = path.read_text(encoding="ascii")
+    except FileNotFoundError:
+        raise ValueError(f"trace file {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"trace file {path}: cannot read ({err.__class__.__name__})") from None
+    try:
+        values = np.array(text.split(), dtype=float)
+    except ValueError:
+        raise ValueError(f"trace file {path}: not a list of numbers") from None
+    if values.size == 0 or values.size % columns:
+        raise ValueError(f"trace file {path}: expected {columns} number(s) per line")
+    return values.reshape(-1, columns)
+
+
+def read_mahimahi(path: str | Path) -> PeriodicRate:
+    path = Path(path)
+    stamps = _read_numbers(path, 1)[:, 0]
+    if np.any(stamps < 0) or np.any(stamps != np.floor(stamps)):
+        raise ValueError(f"trace file {path}: mahimahi timestamps must be non-negative integers (ms)")
+    period_ms = int(stamps.max())
+    if period_ms <= 0:
+        raise ValueError(f"trace file {path}: zero duration")
+    counts = np.bincount(stamps.astype(np.int64) % period_ms, minlength=period_ms)
+    times = np.arange(period_ms + 1) * 1e-3
+    return PeriodicRate(times, counts * (MAHIMAHI_PACKET_BITS / 1e-3), str(path))
+
+
+def read_pensieve(path: str | Path, unit: TraceUnit = "Mbit/s") -> PeriodicRate:
+    path = Path(path)
+    data = _read_numbers(path, 2)
+    times = data[:, 0] - data[0, 0]
+    return PeriodicRate(times, data[1:, 1] * UNIT_BPS[unit], str(path))
+
+
+def read_lumos(path: str | Path, unit: TraceUnit = "MByte/s") -> PeriodicRate:
+    path = Path(path)
+    data = _read_numbers(path, 2)
+    times = data[:, 0] - data[0, 0]
+    step = float(np.median(np.diff(times))) if len(times) > 1 else 1.0
+    times = np.append(times, times[-1] + (step if step > 0 else 1.0))
+    return PeriodicRate(times, data[:, 1] * UNIT_BPS[unit], str(path))
+
+
+def read_trace(path: str | Path, fmt: TraceFormat, unit: TraceUnit | None = None) -> PeriodicRate:
+    """Read one trace file; every problem is a one-line ``ValueError`` naming the file."""
+    if fmt == "mahimahi":
+        return read_mahimahi(path)
+    unit = unit or DEFAULT_UNIT[fmt]
+    return read_pensieve(path, unit) if fmt == "pensieve" else read_lumos(path, unit)
