@@ -12,40 +12,24 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
+from fedgc.compress.payloads import (  # noqa: F401  (re-exported: payload types live in payloads.py)
+    DensePayload,
+    HalfPayload,
+    LowRankPayload,
+    NaturalPayload,
+    Payload,
+    QuantizedPayload,
+    SignPayload,
+    SparsePayload,
+    SparseTernaryPayload,
+    TernaryPayload,
+    VotePayload,
+    decompress,
+)
+
 if TYPE_CHECKING:
     from fedgc.compress.config import CompressionConfig
     from fedgc.compress.memory import Memory
-
-
-@dataclass(frozen=True)
-class DensePayload:
-    """The whole tensor; ``values`` may be fp32 or fp16."""
-
-    values: torch.Tensor
-    shape: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class SparsePayload:
-    """Selected entries of a tensor: flat ``indices`` (int64, strictly increasing) and ``values``."""
-
-    indices: torch.Tensor
-    values: torch.Tensor
-    shape: tuple[int, ...]
-
-    @property
-    def numel(self) -> int:
-        return _numel(self.shape)
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
-Payload = DensePayload | SparsePayload
 
 
 @dataclass
@@ -58,6 +42,8 @@ class CompressionContext:
     # Number of clients whose updates are aggregated in this round (DGC's N for clipping).
     num_clients: int = 1
     stats: dict[str, float] = field(default_factory=dict)
+    # The client's memory, for methods whose state must persist with it (PowerSGD's warm-start Q).
+    memory: Memory | None = None
 
 
 class Compressor(ABC):
@@ -66,12 +52,12 @@ class Compressor(ABC):
     name: ClassVar[str]
 
     @classmethod
-    def from_config(cls, config: "CompressionConfig") -> "Compressor":
+    def from_config(cls, config: CompressionConfig) -> Compressor:
         """Build the compressor from the scenario's ``compression`` section."""
         return cls()
 
     @classmethod
-    def make_memory(cls, config: "CompressionConfig") -> "Memory":
+    def make_memory(cls, config: CompressionConfig) -> Memory:
         """The error-feedback memory this method uses (override for method-specific memories)."""
         from fedgc.compress.memory import NoMemory, ResidualMemory
 
@@ -89,13 +75,3 @@ class Compressor(ABC):
         """Rebuild a dense fp32 tensor from ``payload``."""
         return decompress(payload)
 
-
-def decompress(payload: Payload) -> torch.Tensor:
-    """Dense fp32 view of a dense or sparse payload."""
-    if isinstance(payload, DensePayload):
-        return payload.values.to(torch.float32).reshape(payload.shape)
-    if isinstance(payload, SparsePayload):
-        out = torch.zeros(payload.numel, dtype=torch.float32)
-        out[payload.indices] = payload.values.to(torch.float32)
-        return out.reshape(payload.shape)
-    raise TypeError(f"unknown payload type {type(payload).__name__}")

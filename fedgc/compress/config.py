@@ -23,6 +23,12 @@ class CompressionConfig(BaseModel):
     clip_norm: float | None = Field(None, gt=0.0, description="local gradient clipping threshold before N^-1/2 scaling")
     warmup_rounds: int = Field(0, ge=0, description="rounds of exponentially rising sparsity before `density`")
     sample_ratio: float = Field(0.01, gt=0.0, le=1.0, description="fraction of |v| sampled to estimate the top-k threshold")
+    # The baselines (docs/compressors.md). Each is read only by the compressor named in the comment.
+    threshold: float = Field(1e-3, gt=0.0, description="threshold: send entries with |x| >= threshold")
+    qsgd_levels: int = Field(15, ge=1, le=32767, description="qsgd: quantization levels s per sign")
+    qsgd_bucket_size: int = Field(512, ge=1, description="qsgd: entries sharing one L2 norm")
+    powersgd_rank: int = Field(2, ge=1, le=1024, description="powersgd: rank r of the P·Qᵀ approximation")
+    signum_momentum: float = Field(0.9, ge=0.0, lt=1.0, description="signum: m <- beta*m + (1-beta)*g")
 
     @field_validator("name")
     @classmethod

@@ -53,42 +53,58 @@ def decode_varints(data: np.ndarray) -> np.ndarray:
     return out
 
 
+def read_varints(data: np.ndarray, count: int) -> tuple[np.ndarray, int]:
+    """The first ``count`` varints of ``data`` and the number of bytes they take."""
+    if count == 0:
+        return np.zeros(0, dtype=np.uint64), 0
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    ends = np.flatnonzero((data & 0x80) == 0)
+    if ends.size < count:
+        raise IndexCodingError("truncated varint")
+    used = int(ends[count - 1]) + 1
+    return decode_varints(data[:used]), used
+
+
 INDEX_MODE_VARINT = 0
 INDEX_MODE_BITMAP = 1
 
 
 def encode_indices(indices: np.ndarray, numel: int) -> np.ndarray:
-    """Strictly increasing flat indices → one mode byte + payload, whichever form is smaller.
+    """Strictly increasing flat indices → one mode byte + body, whichever form is smaller.
 
-    varint mode: gaps (index − previous index − 1, the first relative to −1) as LEB128.
-    bitmap mode: ``numel`` bits, little-endian within each byte (bit i of byte j ↔ index 8j+i).
+    varint mode (0): varint k, then k gaps (index − previous index − 1, the first relative to −1).
+    bitmap mode (1): ceil(numel / 8) bytes, bit i of byte j ↔ index 8j + i; k = number of set bits.
     """
     indices = np.asarray(indices, dtype=np.int64)
     gaps = np.diff(indices, prepend=-1) - 1
-    varints = encode_varints(gaps.astype(np.uint64))
-    bitmap_bytes = (numel + 7) // 8
-    if varints.size <= bitmap_bytes:
+    varints = np.concatenate((encode_varints(np.array([indices.size])), encode_varints(gaps.astype(np.uint64))))
+    if varints.size <= (numel + 7) // 8:
         return np.concatenate(([INDEX_MODE_VARINT], varints)).astype(np.uint8)
     bits = np.zeros(numel, dtype=np.uint8)
     bits[indices] = 1
     return np.concatenate(([INDEX_MODE_BITMAP], np.packbits(bits, bitorder="little"))).astype(np.uint8)
 
 
-def decode_indices(data: np.ndarray, numel: int) -> np.ndarray:
-    """Inverse of ``encode_indices``; validates bounds and strict ordering."""
+def decode_indices(data: np.ndarray, numel: int) -> tuple[np.ndarray, int]:
+    """Read one index block from the start of ``data``: (indices, bytes used). Validates bounds."""
     data = np.ascontiguousarray(data, dtype=np.uint8)
     if data.size == 0:
         raise IndexCodingError("empty index block")
     mode, body = int(data[0]), data[1:]
     if mode == INDEX_MODE_VARINT:
-        gaps = decode_varints(body)
-        if gaps.size and gaps.max() >= np.uint64(max(numel, 1)):
+        (count,), used = read_varints(body, 1)
+        if count > numel:
+            raise IndexCodingError(f"{count} indices for {numel} entries")
+        gaps, more = read_varints(body[used:], int(count))
+        used += more
+        if gaps.size and gaps.max() >= np.uint64(numel):
             raise IndexCodingError("index out of bounds")
         indices = np.cumsum(gaps.astype(np.int64) + 1) - 1
     elif mode == INDEX_MODE_BITMAP:
-        if body.size != (numel + 7) // 8:
-            raise IndexCodingError(f"bitmap has {body.size} bytes, expected {(numel + 7) // 8}")
-        bits = np.unpackbits(body, bitorder="little")
+        used = (numel + 7) // 8
+        if body.size < used:
+            raise IndexCodingError(f"bitmap has {body.size} bytes, expected {used}")
+        bits = np.unpackbits(body[:used], bitorder="little")
         if bits[numel:].any():
             raise IndexCodingError("bitmap sets bits past the tensor's end")
         indices = np.flatnonzero(bits[:numel]).astype(np.int64)
@@ -96,4 +112,4 @@ def decode_indices(data: np.ndarray, numel: int) -> np.ndarray:
         raise IndexCodingError(f"unknown index mode {mode}")
     if indices.size and indices[-1] >= numel:
         raise IndexCodingError("index out of bounds")
-    return indices
+    return indices, 1 + used

@@ -1,0 +1,179 @@
+"""Typed payloads: what a compressor produces for one tensor and what the wire codec carries.
+
+Every payload knows its parameter's ``shape`` and rebuilds the dense fp32 tensor it stands for
+(``to_dense``). Sign bits use 1 = negative. See docs/wire-format.md for the byte layouts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from fedgc.compress.bits import unpack_bits, unpack_trits, unpack_uint
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)
+
+
+def _signed(magnitude: torch.Tensor | float, signs: torch.Tensor, n: int) -> torch.Tensor:
+    negative = unpack_bits(signs, n)
+    return torch.where(negative, -torch.as_tensor(magnitude), torch.as_tensor(magnitude)).to(torch.float32)
+
+
+@dataclass(frozen=True)
+class DensePayload:
+    """The whole tensor; ``values`` may be fp32 or fp16."""
+
+    values: torch.Tensor
+    shape: tuple[int, ...]
+
+    def to_dense(self) -> torch.Tensor:
+        return self.values.to(torch.float32).reshape(self.shape)
+
+
+@dataclass(frozen=True)
+class HalfPayload(DensePayload):
+    """A dense payload whose values are always fp16 (the ``fp16`` compressor), whatever value_dtype says."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "values", self.values.to(torch.float16))
+
+
+@dataclass(frozen=True)
+class SparsePayload:
+    """Selected entries of a tensor: flat ``indices`` (int64, strictly increasing) and ``values``."""
+
+    indices: torch.Tensor
+    values: torch.Tensor
+    shape: tuple[int, ...]
+
+    @property
+    def numel(self) -> int:
+        return _numel(self.shape)
+
+    def to_dense(self) -> torch.Tensor:
+        out = torch.zeros(self.numel, dtype=torch.float32)
+        out[self.indices] = self.values.to(torch.float32)
+        return out.reshape(self.shape)
+
+
+@dataclass(frozen=True)
+class SignPayload:
+    """One bit per element: +``pos_scale`` (bit 0) or −``neg_scale`` (bit 1). Decoded and summed."""
+
+    signs: torch.Tensor  # uint8, packed bits
+    pos_scale: float
+    neg_scale: float
+    shape: tuple[int, ...]
+
+    def to_dense(self) -> torch.Tensor:
+        n = _numel(self.shape)
+        negative = unpack_bits(self.signs, n)
+        out = torch.where(negative, torch.tensor(-self.neg_scale), torch.tensor(self.pos_scale))
+        return out.to(torch.float32).reshape(self.shape)
+
+
+@dataclass(frozen=True)
+class VotePayload:
+    """One bit per element, ±``scale``; the server aggregates these by weighted majority vote."""
+
+    signs: torch.Tensor  # uint8, packed bits
+    scale: float
+    shape: tuple[int, ...]
+
+    def to_dense(self) -> torch.Tensor:
+        return _signed(self.scale, self.signs, _numel(self.shape)).reshape(self.shape)
+
+
+@dataclass(frozen=True)
+class TernaryPayload:
+    """Codes 0 → 0, 1 → +scale, 2 → −scale, packed five per byte (1.6 bits per element)."""
+
+    trits: torch.Tensor  # uint8, base-3 packed
+    scale: float
+    shape: tuple[int, ...]
+
+    def to_dense(self) -> torch.Tensor:
+        codes = unpack_trits(self.trits, _numel(self.shape))
+        lookup = torch.tensor([0.0, self.scale, -self.scale], dtype=torch.float32)
+        return lookup[codes].reshape(self.shape)
+
+
+@dataclass(frozen=True)
+class QuantizedPayload:
+    """QSGD: per bucket of ``bucket_size`` entries an L2 ``norms`` entry; per element a level in
+    [−levels, levels] stored as code = level + levels in ``width = bit_length(2·levels)`` bits."""
+
+    codes: torch.Tensor  # uint8, packed ``width``-bit codes
+    norms: torch.Tensor  # fp32, one per bucket
+    levels: int
+    bucket_size: int
+    shape: tuple[int, ...]
+
+    @property
+    def width(self) -> int:
+        return (2 * self.levels).bit_length()
+
+    def to_dense(self) -> torch.Tensor:
+        n = _numel(self.shape)
+        level = unpack_uint(self.codes, n, self.width) - self.levels
+        norm = self.norms.to(torch.float32).repeat_interleave(self.bucket_size)[:n]
+        return (norm * level.to(torch.float32) / self.levels).reshape(self.shape)
+
+
+@dataclass(frozen=True)
+class NaturalPayload:
+    """Natural compression: each element ±2**(e − 127); ``exponents`` uint8 (0 = zero, 255 invalid)."""
+
+    exponents: torch.Tensor  # uint8, one per element
+    signs: torch.Tensor  # uint8, packed bits
+    shape: tuple[int, ...]
+
+    def to_dense(self) -> torch.Tensor:
+        n = _numel(self.shape)
+        negative = unpack_bits(self.signs, n).to(torch.int32)
+        bits = (negative << 31) | (self.exponents.to(torch.int32) << 23)
+        return bits.view(torch.float32).reshape(self.shape)
+
+
+@dataclass(frozen=True)
+class LowRankPayload:
+    """PowerSGD factors: the tensor as an (rows × cols) matrix ≈ ``p`` (rows × r) · ``q``ᵀ (cols × r)."""
+
+    p: torch.Tensor
+    q: torch.Tensor
+    shape: tuple[int, ...]
+
+    def to_dense(self) -> torch.Tensor:
+        return (self.p.to(torch.float32) @ self.q.to(torch.float32).T).reshape(self.shape)
+
+
+@dataclass(frozen=True)
+class SparseTernaryPayload:
+    """STC: ``indices`` (as SparsePayload) each carrying ±``scale``; one sign bit per index."""
+
+    indices: torch.Tensor
+    signs: torch.Tensor  # uint8, packed bits, one per index
+    scale: float
+    shape: tuple[int, ...]
+
+    def to_dense(self) -> torch.Tensor:
+        out = torch.zeros(_numel(self.shape), dtype=torch.float32)
+        out[self.indices] = _signed(self.scale, self.signs, self.indices.numel())
+        return out.reshape(self.shape)
+
+
+Payload = (DensePayload | SparsePayload | SignPayload | VotePayload | TernaryPayload | QuantizedPayload
+           | NaturalPayload | LowRankPayload | SparseTernaryPayload)
+PAYLOAD_TYPES = (DensePayload, SparsePayload, SignPayload, VotePayload, TernaryPayload, QuantizedPayload,
+                 NaturalPayload, LowRankPayload, SparseTernaryPayload)
+
+
+def decompress(payload: Payload) -> torch.Tensor:
+    """Dense fp32 tensor of any payload."""
+    if not isinstance(payload, PAYLOAD_TYPES):
+        raise TypeError(f"unknown payload type {type(payload).__name__}")
+    return payload.to_dense()

@@ -1,0 +1,28 @@
+"""``signum``: signSGD with momentum and majority vote (Bernstein et al., 2018).
+
+The client keeps a momentum m ← β·m + (1 − β)·g (β = ``compression.signum_momentum``) in its memory
+state and sends sign(m) as a ``VotePayload``: 1 bit/element + one fp32 scale ‖m‖₁/n. The server
+takes the weighted majority vote, as for ``signsgd``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fedgc.compress.base import CompressionContext, Compressor, VotePayload
+from fedgc.compress.config import CompressionConfig
+from fedgc.compress.method_memory import SignumMemory
+from fedgc.compress.registry import register
+from fedgc.compress.signsgd import vote
+
+
+@register
+class Signum(Compressor):
+    name = "signum"
+
+    @classmethod
+    def make_memory(cls, config: CompressionConfig) -> SignumMemory:
+        return SignumMemory(beta=config.signum_momentum, error_feedback=config.error_feedback)
+
+    def compress(self, tensor: torch.Tensor, name: str, ctx: CompressionContext) -> VotePayload:
+        return vote(tensor)

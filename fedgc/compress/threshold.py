@@ -1,0 +1,30 @@
+"""``threshold``: every entry with |x| ≥ τ (``compression.threshold``), however many that is.
+
+Sends the passing entries as indices (delta + varint or bitmap) and fp32/fp16 values; the number of
+bits varies with the data (an update below τ everywhere costs a few bytes). Use with error feedback.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fedgc.compress.base import CompressionContext, Compressor, SparsePayload
+from fedgc.compress.config import CompressionConfig
+from fedgc.compress.registry import register
+
+
+@register
+class Threshold(Compressor):
+    name = "threshold"
+
+    def __init__(self, threshold: float = 1e-3) -> None:
+        self.threshold = threshold
+
+    @classmethod
+    def from_config(cls, config: CompressionConfig) -> Threshold:
+        return cls(threshold=config.threshold)
+
+    def compress(self, tensor: torch.Tensor, name: str, ctx: CompressionContext) -> SparsePayload:
+        flat = tensor.detach().flatten().to(torch.float32)
+        indices = (flat.abs() >= self.threshold).nonzero().view(-1)
+        return SparsePayload(indices=indices, values=flat[indices], shape=tuple(tensor.shape))
