@@ -27,13 +27,15 @@ class _Section(BaseModel):
 
 class ModelConfig(_Section):
     name: str = Field("small_cnn", description="model name (see fedgc.models.MODELS)")
+    options: dict[str, Any] = Field(default_factory=dict, description="model-specific options (docs/data-and-models.md)")
 
     @model_validator(mode="after")
     def _known_model(self) -> ModelConfig:
-        from fedgc.models import MODELS
+        from fedgc.models import MODELS, validate_model_options
 
         if self.name not in MODELS:
             raise ValueError(f"unknown model {self.name!r}; known: {', '.join(MODELS)}")
+        validate_model_options(self.name, self.options)
         return self
 
 

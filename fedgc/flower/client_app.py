@@ -60,7 +60,8 @@ def train(msg: Message, context: Context) -> Message:
     memory.load_state_dict(_load_tensors(context, MEMORY_KEY))
     settle_pending(memory, _load_tensors(context, PENDING_KEY), {int(r) for r in config.get("applied-rounds", [])})
 
-    model = build_model(scenario.model.name, data.input_shape, data.num_classes, scenario.seed)
+    model = build_model(scenario.model.name, data.input_shape, data.num_classes, scenario.seed,
+                        options=scenario.model.options)
     model.load_state_dict(msg.content.array_records["arrays"].to_torch_state_dict())
     start = {name: t.detach().clone() for name, t in model.state_dict().items()}
     generator = torch.Generator().manual_seed(client_seed(scenario.seed, partition, server_round))
@@ -95,7 +96,8 @@ def evaluate_local(msg: Message, context: Context) -> Message:
     scenario = scenario_from_run_config(context.run_config)
     data = federated_data(scenario)
     local = data.partitions[int(context.node_config["partition-id"])]
-    model = build_model(scenario.model.name, data.input_shape, data.num_classes, scenario.seed)
+    model = build_model(scenario.model.name, data.input_shape, data.num_classes, scenario.seed,
+                        options=scenario.model.options)
     model.load_state_dict(msg.content.array_records["arrays"].to_torch_state_dict())
     accuracy, loss = evaluate(model, local)
     metrics = MetricRecord({"num-examples": len(local), "accuracy": accuracy, "loss": loss})

@@ -55,7 +55,8 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
     data = federated_data(scenario)
-    model = build_model(scenario.model.name, data.input_shape, data.num_classes, scenario.seed)
+    model = build_model(scenario.model.name, data.input_shape, data.num_classes, scenario.seed,
+                        options=scenario.model.options)
     initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
     shapes = {k: tuple(v.shape) for k, v in initial.items()}
     node_ids = sorted(grid.get_node_ids())
