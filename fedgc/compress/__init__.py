@@ -1,6 +1,7 @@
 """Gradient compression (no Flower imports here). Importing this package registers every compressor."""
 
 from fedgc.compress import (  # noqa: F401  (each module registers its compressor)
+    dgc,
     efsignsgd,
     fp16,
     natural,

@@ -10,16 +10,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 class CompressionConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field("topk", description="compressor name (see fedgc.compress.registry)")
+    name: str = Field("dgc", description="compressor name (see fedgc.compress.registry)")
     density: float = Field(0.01, gt=0.0, le=1.0, description="fraction of entries sent after warm-up")
     error_feedback: bool = Field(True, description="keep what was not sent and add it to the next update")
     value_dtype: Literal["fp32", "fp16"] = "fp32"
     dense_small_tensors: bool = Field(True, description="send tensors with dim() <= 1 (biases, norms) dense")
-    # DGC (Lin et al., 2018). Ignored by the other compressors.
+    # DGC (Lin et al., 2018; see docs/dgc.md). Ignored by the other compressors; DGC always keeps
+    # its residual, so it ignores `error_feedback`.
     momentum: float = Field(0.9, ge=0.0, lt=1.0, description="DGC momentum m in u <- m*u + g")
-    nesterov: bool = False
-    momentum_correction: bool = True
-    momentum_masking: bool = True
+    nesterov: bool = Field(False, description="Nesterov momentum: u <- m*(u + g); v <- v + u + g")
+    momentum_correction: bool = Field(True, description="accumulate momentum u into v (off: v <- v + g)")
+    momentum_masking: bool = Field(True, description="zero the momentum u where entries were sent")
     clip_norm: float | None = Field(None, gt=0.0, description="local gradient clipping threshold before N^-1/2 scaling")
     warmup_rounds: int = Field(0, ge=0, description="rounds of exponentially rising sparsity before `density`")
     sample_ratio: float = Field(0.01, gt=0.0, le=1.0, description="fraction of |v| sampled to estimate the top-k threshold")
@@ -33,9 +34,8 @@ class CompressionConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _known_compressor(cls, name: str) -> str:
-        from fedgc.compress.registry import COMPRESSORS
-
         import fedgc.compress  # noqa: F401  (registers the compressors)
+        from fedgc.compress.registry import COMPRESSORS
 
         if name not in COMPRESSORS:
             raise ValueError(f"unknown compressor {name!r}; known: {', '.join(sorted(COMPRESSORS))}")

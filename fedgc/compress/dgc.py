@@ -1,0 +1,127 @@
+"""``dgc``: Deep Gradient Compression (Lin et al., ICLR 2018, arXiv 1712.01887).
+
+The pieces, each as in the paper: momentum correction and momentum factor masking live in
+``DGCMemory`` (``dgc_memory.py``); local gradient clipping with the threshold scaled by N^-1/2 is
+``prepare_update``; the warm-up schedule is ``warmup.warmup_density`` (the server puts the round's
+density into ``ctx.density``); the top-k selection below estimates its threshold on a sample.
+See docs/dgc.md for the equations of the data-parallel and the federated mode.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from fedgc.compress.base import CompressionContext, Compressor, SparsePayload
+from fedgc.compress.config import CompressionConfig
+from fedgc.compress.dgc_memory import DGCMemory
+from fedgc.compress.registry import register
+from fedgc.compress.topk import k_for
+
+MIN_SAMPLES = 1_000  # fewest entries sampled to estimate the threshold; tensors this small use exact top-k
+LOWER_RATIO = 0.8  # fewer than LOWER_RATIO·k candidates: lower the threshold and count again
+THRESHOLD_DECAY = 0.8  # factor applied to the threshold on each lowering
+MAX_LOWERINGS = 10  # bound on the extra passes; afterwards the candidates found so far are sent
+# Entries per slice of the threshold pass. A slice's |x| (16 MB) stays under glibc's 32 MB mmap
+# ceiling, so it is reused instead of page-faulted in afresh as a full-size |x| would be; few slices
+# keep the number of thread barriers low on a loaded machine.
+CHUNK = 1 << 22
+
+
+def indices_at_or_above(flat: torch.Tensor, threshold: float) -> torch.Tensor:
+    """Sorted int64 indices of the entries with ``|x| >= threshold`` (``x != 0`` when it is 0).
+
+    One pass over ``flat`` filling a single boolean mask slice by slice (on CPU no full-size |x| is
+    materialized), then one ``nonzero`` over the mask.
+    """
+    step = flat.numel() if flat.is_cuda else CHUNK  # slicing only pays off for CPU memory
+    mask = torch.empty(flat.numel(), dtype=torch.bool, device=flat.device)
+    for chunk, chunk_mask in zip(flat.split(step), mask.split(step)):
+        if threshold > 0:
+            torch.ge(chunk.abs(), threshold, out=chunk_mask)
+        else:
+            torch.ne(chunk, 0, out=chunk_mask)
+    return mask.nonzero().view(-1)
+
+
+def sampled_topk_indices(
+    flat: torch.Tensor, k: int, sample_ratio: float, generator: torch.Generator
+) -> tuple[torch.Tensor, int]:
+    """Indices (sorted, int64) of about the k largest ``|flat|`` and the number of threshold passes.
+
+    The threshold is the k-th largest magnitude scaled to a random sample of ``sample_ratio·n``
+    entries (at least MIN_SAMPLES). If more than k entries pass, the exact top-k among them is kept
+    (since they include every entry above the true k-th magnitude, that is the exact top-k); if fewer
+    than 0.8·k pass, the threshold is lowered by 0.8 and the pass repeated. The result therefore has
+    between 0.8·k and k entries, each larger in magnitude than every entry left out.
+    """
+    numel = flat.numel()
+    if k >= numel:
+        return torch.arange(numel, dtype=torch.int64, device=flat.device), 0
+    num_samples = min(numel, max(MIN_SAMPLES, math.ceil(sample_ratio * numel)))
+    if num_samples >= numel:  # exact top-k (sample_ratio = 1.0 or a small tensor)
+        return torch.topk(flat.abs(), k, sorted=False).indices.sort().values, 1
+    picks = torch.randint(numel, (num_samples,), generator=generator, device=generator.device)
+    sample = flat[picks.to(flat.device)].abs()
+    top_in_sample = max(1, math.ceil(num_samples * k / numel))
+    threshold = float(sample.topk(top_in_sample, sorted=False).values.min())
+    candidates = indices_at_or_above(flat, threshold)
+    passes = 1
+    while candidates.numel() < LOWER_RATIO * k and passes <= MAX_LOWERINGS and threshold > 0:
+        threshold *= THRESHOLD_DECAY
+        candidates = indices_at_or_above(flat, threshold)
+        passes += 1
+    excess = candidates.numel() - k
+    if excess > 0:  # drop the `excess` smallest candidates; what remains is still sorted
+        drop = flat[candidates].abs().topk(excess, largest=False, sorted=False).indices
+        keep = torch.ones(candidates.numel(), dtype=torch.bool, device=flat.device)
+        keep[drop] = False
+        candidates = candidates[keep]
+    return candidates, passes
+
+
+def clip_update(update: dict[str, torch.Tensor], max_norm: float) -> dict[str, torch.Tensor]:
+    """Scale the whole update so its global L2 norm is at most ``max_norm`` (as clip_grad_norm_)."""
+    total_norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(t) for t in update.values()]))
+    coef = torch.clamp(max_norm / (total_norm + 1e-6), max=1.0)
+    return {name: t * coef for name, t in update.items()}
+
+
+@register
+class DGC(Compressor):
+    name = "dgc"
+
+    def __init__(self, sample_ratio: float = 0.01, clip_norm: float | None = None) -> None:
+        self.sample_ratio = sample_ratio
+        self.clip_norm = clip_norm
+
+    @classmethod
+    def from_config(cls, config: CompressionConfig) -> DGC:
+        return cls(sample_ratio=config.sample_ratio, clip_norm=config.clip_norm)
+
+    @classmethod
+    def make_memory(cls, config: CompressionConfig) -> DGCMemory:
+        return DGCMemory(
+            momentum=config.momentum,
+            nesterov=config.nesterov,
+            momentum_correction=config.momentum_correction,
+            momentum_masking=config.momentum_masking,
+            dense_small_tensors=config.dense_small_tensors,
+        )
+
+    def prepare_update(self, update: dict[str, torch.Tensor], ctx: CompressionContext) -> dict[str, torch.Tensor]:
+        # Local gradient clipping before accumulation. Summing N clients' clipped gradients grows
+        # their norm by about sqrt(N), hence the N^-1/2 scaling of the threshold (paper §3.2).
+        if self.clip_norm is None or not update:
+            return update
+        return clip_update(update, self.clip_norm / math.sqrt(max(1, ctx.num_clients)))
+
+    def compress(self, tensor: torch.Tensor, name: str, ctx: CompressionContext) -> SparsePayload:
+        flat = tensor.detach().flatten()
+        k = k_for(flat.numel(), ctx.density)
+        # Never the global RNG: without a generator in the context, sampling is seeded by the round.
+        generator = ctx.generator if ctx.generator is not None else torch.Generator().manual_seed(ctx.round)
+        indices, passes = sampled_topk_indices(flat, k, self.sample_ratio, generator)
+        ctx.stats["dgc_threshold_passes"] = ctx.stats.get("dgc_threshold_passes", 0.0) + passes
+        return SparsePayload(indices=indices, values=flat[indices].to(torch.float32), shape=tuple(tensor.shape))

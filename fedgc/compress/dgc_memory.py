@@ -1,0 +1,81 @@
+"""DGC's client memory: momentum correction and momentum factor masking (Lin et al., 2018, §3.2).
+
+Per parameter the client keeps a momentum ``u`` and an accumulated velocity ``v``:
+
+    u ← m·u + g;        v ← v + u          (momentum correction, paper eq. 7)
+    u ← m·(u + g);      v ← v + u + g      (Nesterov variant, as in the reference implementation)
+    v ← v + g                              (momentum correction off: plain error feedback)
+
+The sparse part of ``v`` is sent; ``v`` keeps the rest (it is zero where sent). Momentum factor
+masking also zeroes ``u`` where sent, so stale momentum does not keep pushing those coordinates.
+Tensors sent dense (``dim() <= 1`` with ``dense_small_tensors``) are never masked: as in the
+reference implementation they get ordinary momentum SGD.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fedgc.compress.memory import Memory
+
+MOMENTUM_KEY = "dgc_momentum/"
+VELOCITY_KEY = "dgc_velocity/"
+
+
+class DGCMemory(Memory):
+    def __init__(
+        self,
+        momentum: float = 0.9,
+        nesterov: bool = False,
+        momentum_correction: bool = True,
+        momentum_masking: bool = True,
+        dense_small_tensors: bool = True,
+    ) -> None:
+        self.momentum = momentum
+        self.nesterov = nesterov
+        self.momentum_correction = momentum_correction
+        self.momentum_masking = momentum_masking
+        self.dense_small_tensors = dense_small_tensors
+        self.momentums: dict[str, torch.Tensor] = {}  # u
+        self.velocities: dict[str, torch.Tensor] = {}  # v
+
+    def compensate(self, grad: torch.Tensor, name: str) -> torch.Tensor:
+        velocity = self.velocities.get(name, torch.zeros_like(grad))
+        if not self.momentum_correction:
+            velocity = velocity + grad
+        else:
+            momentum = self.momentums.get(name, torch.zeros_like(grad))
+            if self.nesterov:
+                momentum = self.momentum * (momentum + grad)
+                velocity = velocity + momentum + grad
+            else:
+                momentum = self.momentum * momentum + grad
+                velocity = velocity + momentum
+            self.momentums[name] = momentum
+        self.velocities[name] = velocity
+        return velocity
+
+    def update(self, name: str, compensated: torch.Tensor, sent: torch.Tensor) -> None:
+        # The residual: exactly zero where an fp32 value was sent; with fp16 values it keeps the
+        # rounding error, so nothing is lost either way.
+        self.velocities[name] = compensated - sent
+        sent_dense = self.dense_small_tensors and compensated.dim() <= 1
+        if self.momentum_correction and self.momentum_masking and not sent_dense:
+            # Sent positions are read off the dense view (an entry of v that is exactly 0 counts as
+            # not sent; it carries nothing either way).
+            self.momentums[name] = self.momentums[name].masked_fill(sent != 0, 0.0)
+
+    def restore(self, name: str, sent: torch.Tensor) -> None:
+        # The unapplied values go back into v and are sent again later. The momentum masked at those
+        # positions is not brought back: masking only shapes future steps, no update mass is lost.
+        velocity = self.velocities.get(name)
+        self.velocities[name] = sent.clone() if velocity is None else velocity + sent
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        state = {MOMENTUM_KEY + k: u for k, u in self.momentums.items()}
+        state.update({VELOCITY_KEY + k: v for k, v in self.velocities.items()})
+        return state
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        self.momentums = {k.removeprefix(MOMENTUM_KEY): u for k, u in state.items() if k.startswith(MOMENTUM_KEY)}
+        self.velocities = {k.removeprefix(VELOCITY_KEY): v for k, v in state.items() if k.startswith(VELOCITY_KEY)}
