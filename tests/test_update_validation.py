@@ -53,26 +53,35 @@ def reply(to: Message, update: ArrayRecord | None, num_examples=10, **metrics) -
     return Message(content, reply_to=to)
 
 
-def corrupt(record: ArrayRecord, key: str, array: np.ndarray) -> ArrayRecord:
-    out = ArrayRecord({k: v for k, v in record.items()})
-    out[key] = Array(array)
-    return out
+def blob(record: ArrayRecord) -> np.ndarray:
+    return record["update"].numpy().copy()
+
+
+def as_record(data: np.ndarray, key: str = "update") -> ArrayRecord:
+    return ArrayRecord({key: Array(data)})
 
 
 def bad_updates():
-    good = good_update(99)
-    indices = good["w#indices"].numpy()
+    good = blob(good_update(99))
+    nan_dense = encode_update({"w": DensePayload(torch.zeros(20), (4, 5)),
+                               "b": DensePayload(torch.tensor([1.0, float("nan"), 0, 0, 0]), (5,))})
+    wrong_shape = encode_update({"w": DensePayload(torch.zeros(19), (19,)), "b": DensePayload(torch.zeros(5), (5,))})
+    bad_version = good.copy()
+    bad_version[0] = 99
+    bad_kind = good.copy()
+    bad_kind[1] = 250
     return {
-        "bad-indices": (corrupt(good, "w#indices", np.concatenate([indices[:1], [0xFF, 0xFF]]).astype(np.uint8)), {}),
-        "out-of-bounds": (corrupt(good, "w#indices", np.array([0, 25], dtype=np.uint8)), {}),
-        "non-finite": (corrupt(good, "b", np.array([1, np.nan, 0, 0, 0], dtype=np.float32)), {}),
-        "bad-dtype": (corrupt(good, "b", np.arange(5, dtype=np.int32)), {}),
-        "bad-length": (corrupt(good, "w#values", np.ones(3, dtype=np.float32)), {}),
-        "unknown-parameter": (corrupt(good, "extra", np.ones(3, dtype=np.float32)), {}),
-        "missing-parameter": (ArrayRecord({k: v for k, v in good.items() if k != "b"}), {}),
-        "zero-examples": (good, {"num_examples": 0}),
-        "huge-examples": (good, {"num_examples": 10**12}),
-        "nan-loss": (good, {"train-loss": float("nan")}),
+        "truncated": (as_record(good[:-3]), {}),
+        "trailing-bytes": (as_record(np.concatenate([good, [0, 0]]).astype(np.uint8)), {}),
+        "bad-version": (as_record(bad_version), {}),
+        "bad-kind": (as_record(bad_kind), {}),
+        "non-finite": (nan_dense, {}),
+        "wrong-shape": (wrong_shape, {}),
+        "bad-dtype": (as_record(good.astype(np.int32)), {}),
+        "extra-array": (ArrayRecord({"update": Array(good), "extra": Array(np.ones(3, dtype=np.float32))}), {}),
+        "zero-examples": (good_update(99), {"num_examples": 0}),
+        "huge-examples": (good_update(99), {"num_examples": 10**12}),
+        "nan-loss": (good_update(99), {"train-loss": float("nan")}),
         "no-update": (None, {}),
     }
 
@@ -105,8 +114,8 @@ def test_a_malformed_reply_is_rejected_and_the_model_ignores_it(case):
 def test_reasons_are_named():
     strategy = make_strategy()
     messages = start_round(strategy)
-    replies = [reply(messages[1], good_update(1)), reply(messages[1], good_update(2)),
-               reply(messages[2], corrupt(good_update(2), "b", np.full(5, np.inf, dtype=np.float32)))]
+    infinite = encode_update({"w": DensePayload(torch.zeros(20), (4, 5)), "b": DensePayload(torch.full((5,), np.inf), (5,))})
+    replies = [reply(messages[1], good_update(1)), reply(messages[1], good_update(2)), reply(messages[2], infinite)]
     strategy.aggregate_train(1, replies)
     assert dict(strategy.last_stats.rejected) == {"duplicate-reply": 1, "non-finite": 1}
 

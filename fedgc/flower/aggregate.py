@@ -49,7 +49,8 @@ def aggregate_payloads(updates: list[tuple[float, dict[str, Payload]]],
             if isinstance(payload, SparsePayload):
                 total[name].index_add_(0, payload.indices, payload.values.to(torch.float32) * weight)
             elif isinstance(payload, DensePayload):
-                total[name].add_(payload.values.to(torch.float32).flatten(), alpha=weight)
+                # Same arithmetic as the sparse path, so topk at density 1.0 == dense, bit for bit.
+                total[name].add_(payload.values.to(torch.float32).flatten() * weight)
             elif isinstance(payload, VotePayload):
                 votes[name].append((weight, payload))
             elif isinstance(payload, LowRankPayload):
