@@ -198,7 +198,10 @@ def _decode_one(r: _Reader, kind: int, shape: tuple[int, ...]) -> Payload:
         if not 1 <= rank <= min(rows, cols):
             raise CodecError("bad-rank", f"{r.name}: rank {rank} for a {rows}x{cols} matrix")
         p = r.floats(rows * rank, dtype).reshape(rows, rank)
-        return LowRankPayload(p=p, q=r.floats(cols * rank, dtype).reshape(cols, rank), shape=shape)
+        payload = LowRankPayload(p=p, q=r.floats(cols * rank, dtype).reshape(cols, rank), shape=shape)
+        if not torch.isfinite(payload.to_dense()).all():  # finite factors can still overflow P·Qᵀ
+            raise CodecError("non-finite", f"{r.name}: P·Qᵀ overflows")
+        return payload
     if kind == STC:
         (scale,) = r.scales(1)
         indices = r.indices(n)
