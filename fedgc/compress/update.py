@@ -61,6 +61,8 @@ def compress_update(
     payloads: dict[str, Payload] = {}
     sent: dict[str, torch.Tensor] = {}
     elements_sent = elements_total = 0
+    if ctx.memory is None:  # methods with state beyond error feedback (PowerSGD's Q) keep it here
+        ctx.memory = memory
     update = compressor.prepare_update(update, ctx)
     for name, tensor in update.items():
         compensated = memory.compensate(tensor.detach().to(torch.float32), name)
