@@ -50,11 +50,11 @@ def sampled_topk_indices(
 ) -> tuple[torch.Tensor, int]:
     """Indices (sorted, int64) of about the k largest ``|flat|`` and the number of threshold passes.
 
-    The threshold is the k-th largest magnitude scaled to a random sample of ``sample_ratio·n``
-    entries (at least MIN_SAMPLES). If more than k entries pass, the exact top-k among them is kept
-    (since they include every entry above the true k-th magnitude, that is the exact top-k); if fewer
-    than 0.8·k pass, the threshold is lowered by 0.8 and the pass repeated. The result therefore has
-    between 0.8·k and k entries, each larger in magnitude than every entry left out.
+    The threshold is the magnitude ranked ⌈s·k/n⌉ in a random sample of s = sample_ratio·n entries
+    (at least MIN_SAMPLES). If more than k entries pass, the k largest of them are kept (they include
+    every entry above the true k-th magnitude, so that is the exact top-k); if fewer than 0.8·k pass,
+    the threshold is lowered by 0.8 and the pass repeated. The result has at most k entries, at least
+    0.8·k unless the lowerings run out, each at least as large in magnitude as every entry left out.
     """
     numel = flat.numel()
     if k >= numel:

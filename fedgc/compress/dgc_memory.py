@@ -1,4 +1,4 @@
-"""DGC's client memory: momentum correction and momentum factor masking (Lin et al., 2018, §3.2).
+"""DGC's client memory: momentum correction (§3.2) and momentum factor masking (§3.3) of Lin et al., 2018.
 
 Per parameter the client keeps a momentum ``u`` and an accumulated velocity ``v``:
 
