@@ -14,6 +14,15 @@ def shared_dir() -> Path:
     return Path(os.environ.get("FEDGC_SHARED_DIR", REPO.parent / "shared"))
 
 
+@pytest.fixture(name="shared_dir")
+def shared_traces_dir() -> Path:
+    """The shared folder, for tests that replay its network traces."""
+    path = shared_dir()
+    if not (path / "traces").is_dir():
+        pytest.skip(f"shared traces not found at {path} (set FEDGC_SHARED_DIR)")
+    return path
+
+
 @pytest.fixture
 def mnist_root() -> Path:
     root = shared_dir() / "data" / "mnist"

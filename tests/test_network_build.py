@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 import simpy
@@ -16,14 +13,6 @@ from fedgc.network.device import DEVICE_TIERS, read_capacity_file
 from fedgc.network.links import ConstantLink, GilbertElliottLink, TraceLink
 from fedgc.network.profiles import PROFILES
 from fedgc.network.timeline import ClientJob
-
-
-@pytest.fixture
-def shared_dir() -> Path:
-    path = Path(os.environ.get("FEDGC_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
-    if not (path / "traces").is_dir():
-        pytest.skip(f"shared traces not found at {path} (set FEDGC_SHARED_DIR)")
-    return path
 
 
 def build(n=4, seed=0, **keys):

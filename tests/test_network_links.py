@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -10,14 +9,6 @@ import pytest
 
 from fedgc.network.links import LINKS, ConstantLink, GilbertElliottLink, TraceLink
 from fedgc.network.traces import read_lumos, read_mahimahi, read_pensieve, read_trace
-
-
-@pytest.fixture
-def shared_dir() -> Path:
-    path = Path(os.environ.get("FEDGC_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
-    if not (path / "traces").is_dir():
-        pytest.skip(f"shared traces not found at {path} (set FEDGC_SHARED_DIR)")
-    return path
 
 
 def test_registry_names_every_link():
