@@ -1,0 +1,146 @@
+"""The plots of one run (``plots/`` in its output folder), drawn from its per-round records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fedgc.metrics import RoundRecord
+from fedgc.plots.style import (WIDE_FIGSIZE, bytes_unit, decorate, headroom, integer_ticks, marker_size, new_axes,
+                               plt, save, say_no_data, time_unit)
+
+RUN_PLOT_FILES = ("accuracy_vs_time.png", "accuracy_vs_upload.png", "round_duration.png",
+                  "participation.png", "upload_bytes.png", "upload_time.png")
+
+PARTICIPATION_COLORS = {"completed": "tab:green", "late": "tab:orange", "cut": "tab:red", "failed": "0.35"}
+
+
+@dataclass(frozen=True)
+class AccuracyPoint:
+    """An evaluated round: when it ended, how much had been uploaded by then, the accuracy."""
+
+    round: int
+    sim_time_s: float
+    uploaded_bytes: int
+    accuracy: float
+
+
+def accuracy_points(rows: list[RoundRecord]) -> list[AccuracyPoint]:
+    points, uploaded = [], 0
+    for r in rows:
+        uploaded += r.bytes_up
+        if r.accuracy is not None:
+            points.append(AccuracyPoint(r.round, r.sim_end_s, uploaded, r.accuracy))
+    return points
+
+
+def plot_run(rows: list[RoundRecord], out_dir: Path, title: str) -> list[Path]:
+    """Write every per-run plot (``RUN_PLOT_FILES``) into ``out_dir``; returns the paths written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    points = accuracy_points(rows)
+    return [
+        _accuracy_vs_time(points, title, out_dir / "accuracy_vs_time.png"),
+        _accuracy_vs_upload(points, title, out_dir / "accuracy_vs_upload.png"),
+        _round_duration(rows, title, out_dir / "round_duration.png"),
+        _participation(rows, title, out_dir / "participation.png"),
+        _distribution({r.round: r.client_upload_bytes for r in rows}, "bytes", title, out_dir / "upload_bytes.png"),
+        _distribution({r.round: r.client_upload_s for r in rows}, "seconds", title, out_dir / "upload_time.png"),
+    ]
+
+
+def _accuracy_vs_time(points: list[AccuracyPoint], title: str, path: Path) -> Path:
+    unit = time_unit(max((p.sim_time_s for p in points), default=0.0))
+    fig, ax = new_axes(f"{title}: accuracy vs simulated time", f"simulated time ({unit.name})", "test accuracy (%)")
+    _accuracy_line(ax, [p.sim_time_s / unit.scale for p in points], points, title)
+    return save(fig, path)
+
+
+def _accuracy_vs_upload(points: list[AccuracyPoint], title: str, path: Path) -> Path:
+    unit = bytes_unit(max((p.uploaded_bytes for p in points), default=0))
+    fig, ax = new_axes(f"{title}: accuracy vs uploaded bytes", f"uploaded, all clients, cumulative ({unit.name})",
+                       "test accuracy (%)")
+    _accuracy_line(ax, [p.uploaded_bytes / unit.scale for p in points], points, title)
+    return save(fig, path)
+
+
+def _accuracy_line(ax, xs: list[float], points: list[AccuracyPoint], label: str) -> None:
+    if not points:
+        say_no_data(ax, "no evaluated rounds")
+        return
+    ax.plot(xs, [p.accuracy * 100 for p in points], marker="o", markersize=marker_size(len(points)), label=label)
+    ax.legend(loc="lower right")
+
+
+def _round_duration(rows: list[RoundRecord], title: str, path: Path) -> Path:
+    unit = time_unit(max((r.round_duration_s for r in rows), default=0.0))
+    fig, ax = new_axes(f"{title}: round duration", "round", f"simulated time ({unit.name})")
+    if not rows:
+        say_no_data(ax, "no rounds")
+        return save(fig, path)
+    rounds = [r.round for r in rows]
+    ax.bar(rounds, [r.round_duration_s / unit.scale for r in rows], width=0.8, color="0.75",
+           label="round duration (last kept update or deadline)")
+    phases = (("mean_download_s", "mean client download"), ("mean_compute_s", "mean client compute"),
+              ("mean_upload_s", "mean client upload"))
+    for key, label in phases:
+        values = [getattr(r, key) for r in rows]
+        ys = [np.nan if v is None else v / unit.scale for v in values]
+        ax.plot(rounds, ys, marker="o", markersize=marker_size(len(rows)), linewidth=1.2, label=label)
+    integer_ticks(ax.xaxis)
+    headroom(ax, max(r.round_duration_s for r in rows) / unit.scale, factor=1.5)
+    ax.legend(loc="upper center", ncol=2, fontsize=8)
+    return save(fig, path)
+
+
+def _participation(rows: list[RoundRecord], title: str, path: Path) -> Path:
+    fig, ax = new_axes(f"{title}: participation per round", "round", "selected clients")
+    if not rows:
+        say_no_data(ax, "no rounds")
+        return save(fig, path)
+    rounds = np.array([r.round for r in rows])
+    bottom = np.zeros(len(rows))
+    for status, color in PARTICIPATION_COLORS.items():
+        counts = np.array([getattr(r, status) for r in rows], dtype=float)
+        if status == "failed" and not counts.any():
+            continue  # only shown when a client actually failed
+        ax.bar(rounds, counts, bottom=bottom, width=0.8, color=color, label=status, linewidth=0)
+        bottom += counts
+    integer_ticks(ax.xaxis)
+    integer_ticks(ax.yaxis)
+    headroom(ax, bottom.max(), factor=1.25)
+    ax.legend(loc="upper center", ncol=4, fontsize=8)
+    return save(fig, path)
+
+
+def _distribution(per_round: dict[int, list[float]], kind: str, title: str, path: Path) -> Path:
+    """Left: histogram of every completed client's upload over the run. Right: per round, median and range."""
+    values = [v for round_values in per_round.values() for v in round_values]
+    unit = (bytes_unit if kind == "bytes" else time_unit)(max(values, default=0.0))
+    what = "upload size" if kind == "bytes" else "upload time"
+    value_label = f"{what} per client ({unit.name})"
+    fig, (hist_ax, round_ax) = plt.subplots(1, 2, figsize=WIDE_FIGSIZE, dpi=110)
+    decorate(hist_ax, f"{title}: {what} of every completed upload", value_label, "uploads")
+    decorate(round_ax, f"{title}: {what} per round", "round", value_label)
+    if not values:
+        say_no_data(hist_ax, "no completed uploads")
+        say_no_data(round_ax, "no completed uploads")
+        return save(fig, path)
+    scaled = np.array(values, dtype=float) / unit.scale
+    hist_ax.hist(scaled, bins=min(30, max(5, len(values) // 3)), color="tab:blue", alpha=0.8,
+                 label=f"{len(values)} uploads")
+    hist_ax.axvline(float(np.median(scaled)), color="black", linestyle="--", linewidth=1,
+                    label=f"median {np.median(scaled):.3g} {unit.name}")
+    integer_ticks(hist_ax.yaxis)
+    hist_ax.legend(loc="upper right", fontsize=8)
+    kept = [(n, np.array(v, dtype=float) / unit.scale) for n, v in per_round.items() if v]
+    rounds = [k for k, _ in kept]
+    round_ax.fill_between(rounds, [v.min() for _, v in kept], [v.max() for _, v in kept], color="tab:blue",
+                          alpha=0.2, step="mid", label="min–max over clients")
+    round_ax.plot(rounds, [float(np.median(v)) for _, v in kept], color="tab:blue", marker="o",
+                  markersize=marker_size(len(kept)), label="median over clients")
+    integer_ticks(round_ax.xaxis)
+    headroom(round_ax, float(scaled.max()), factor=1.3)
+    round_ax.legend(loc="upper center", ncol=2, fontsize=8)
+    return save(fig, path)
