@@ -217,13 +217,16 @@ MARKDOWN_COLUMNS = (
 )
 
 
+TABLE_NOTE = ("Accuracy: final and best test accuracy. Time to target: simulated seconds until the first round "
+              "at or above the target (— never reached). Density: mean achieved density of the applied updates. "
+              "Compression ratio: dense fp32 upload bytes / actual upload bytes. Dropouts: clients cut or late.")
+
+
 def to_markdown(rows: list[ReportRow], plot_files: tuple[str, ...] = ()) -> str:
     lines = ["| " + " | ".join(name for name, _ in MARKDOWN_COLUMNS) + " |",
              "|" + "|".join("---" if i < 2 else "---:" for i in range(len(MARKDOWN_COLUMNS))) + "|"]
     lines += ["| " + " | ".join(cell(r) for _, cell in MARKDOWN_COLUMNS) + " |" for r in rows]
-    notes = ["", "Accuracy: final and best test accuracy. Time to target: simulated seconds until the first round "
-             "at or above the target (— never reached). Density: mean achieved density of the applied updates. "
-             "Compression ratio: dense fp32 upload bytes / actual upload bytes. Dropouts: clients cut or late."]
+    notes = ["", TABLE_NOTE]
     notes += [f"† {r.run}: stopped early ({r.stopped_reason})." for r in rows if r.stopped_reason != "completed"]
     notes += [f"\n![{name}]({name})" for name in plot_files]
     return "\n".join(lines + notes) + "\n"

@@ -26,6 +26,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a scenario key, e.g. --set compression.density=0.001 (repeatable)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--sweep", dest="sweeps", action="append", default=[], metavar="KEY=V1,V2,...",
+                        help="run every combination of the swept values into OUT/KEY=VALUE/ and write "
+                             "OUT/report.md (repeatable; see fedgc/sweep.py)")
     return parser.parse_args(argv)
 
 
@@ -35,6 +38,11 @@ def default_out_dir(name: str) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.sweeps:
+        from fedgc.sweep import sweep_main
+
+        return sweep_main(args.scenario, args.overrides, args.sweeps, args.out, args.quiet,
+                          resume=getattr(args, "resume", None))
     try:
         scenario = load_scenario(args.scenario, args.overrides)
         out_dir = Path(args.out) if args.out else default_out_dir(scenario.name)

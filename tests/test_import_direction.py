@@ -9,7 +9,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "fedgc"
 FLOWER_FREE = ["compress", "network", "data", "models", "training.py", "server_optim.py", "metrics.py",
-               "scenario.py", "plots", "progress.py", "report.py"]
+               "scenario.py", "plots", "progress.py", "report.py", "sweep.py"]
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -37,7 +37,7 @@ def plot_comparison(runs: list[RunSeries], out_dir: Path) -> list[Path]:
 def _overlay(runs: list[RunSeries], x_of, title: str, xlabel: str, path: Path) -> Path:
     width, height = FIGSIZE
     fig, ax = new_axes(f"{len(runs)} runs: {title}", xlabel, "test accuracy (%)",
-                       figsize=(width, height + 0.25 * max(0, len(runs) - 4)))
+                       figsize=(width, height + 0.22 * (len(runs) + 1)))  # the legend sits below the axes
     if not any(run.points for run in runs):
         say_no_data(ax, "no evaluated rounds")
         return save(fig, path)
@@ -49,5 +49,6 @@ def _overlay(runs: list[RunSeries], x_of, title: str, xlabel: str, path: Path) -
     if len(targets) == 1:
         target = targets.pop()
         ax.axhline(target * 100, color="0.3", linestyle=":", linewidth=1, label=f"target {target * 100:g}%")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.set_xlim(left=0)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=8, frameon=False)
     return save(fig, path)

@@ -8,8 +8,19 @@ from pathlib import Path
 import numpy as np
 
 from fedgc.metrics import RoundRecord
-from fedgc.plots.style import (WIDE_FIGSIZE, bytes_unit, decorate, headroom, integer_ticks, marker_size, new_axes,
-                               plt, save, say_no_data, time_unit)
+from fedgc.plots.style import (
+    WIDE_FIGSIZE,
+    bytes_unit,
+    decorate,
+    headroom,
+    integer_ticks,
+    marker_size,
+    new_axes,
+    plt,
+    save,
+    say_no_data,
+    time_unit,
+)
 
 RUN_PLOT_FILES = ("accuracy_vs_time.png", "accuracy_vs_upload.png", "round_duration.png",
                   "participation.png", "upload_bytes.png", "upload_time.png")
@@ -70,6 +81,7 @@ def _accuracy_line(ax, xs: list[float], points: list[AccuracyPoint], label: str)
         say_no_data(ax, "no evaluated rounds")
         return
     ax.plot(xs, [p.accuracy * 100 for p in points], marker="o", markersize=marker_size(len(points)), label=label)
+    ax.set_xlim(left=0)
     ax.legend(loc="lower right")
 
 
@@ -128,7 +140,10 @@ def _distribution(per_round: dict[int, list[float]], kind: str, title: str, path
         say_no_data(round_ax, "no completed uploads")
         return save(fig, path)
     scaled = np.array(values, dtype=float) / unit.scale
-    hist_ax.hist(scaled, bins=min(30, max(5, len(values) // 3)), color="tab:blue", alpha=0.8,
+    low, high = float(scaled.min()), float(scaled.max())
+    if high - low <= 1e-9 * max(abs(high), 1.0):  # every upload the same: one bar, centred
+        low, high = low - max(abs(low) * 0.05, 1e-3), high + max(abs(high) * 0.05, 1e-3)
+    hist_ax.hist(scaled, bins=min(30, max(5, len(values) // 3)), range=(low, high), color="tab:blue", alpha=0.8,
                  label=f"{len(values)} uploads")
     hist_ax.axvline(float(np.median(scaled)), color="black", linestyle="--", linewidth=1,
                     label=f"median {np.median(scaled):.3g} {unit.name}")

@@ -1,0 +1,173 @@
+"""Sweeps: ``python -m fedgc.simulate SCENARIO --sweep compression.name=none,topk,dgc [--sweep KEY=A,B ...]``
+
+Runs the cartesian product of the swept values, each point a normal run folder under the output
+folder (``OUT/compression.name=none/``; with several keys ``OUT/compression.name=none,client.lr=0.1/``),
+then writes the comparison (``OUT/report.md`` and the overlay plots, see ``fedgc.report``) and prints
+its table. ``--set`` applies to every point; a swept key wins over a ``--set`` of the same key.
+Values are parsed like ``--set`` values (YAML: numbers, booleans, null) and cannot contain commas.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fedgc.metrics import Summary
+from fedgc.scenario import Scenario, ScenarioError, dump_scenario, load_tree, parse_override, set_dotted, validate
+
+
+class SweepError(ValueError):
+    """An invalid ``--sweep``; ``str(err)`` is one line naming the spec and the problem."""
+
+
+@dataclass(frozen=True)
+class SweepAxis:
+    """One swept key and its values, as written on the command line."""
+
+    key: str
+    values: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, spec: str) -> SweepAxis:
+        """``"compression.name=none,topk"`` → ``SweepAxis("compression.name", ("none", "topk"))``."""
+        key, sep, raw = spec.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise SweepError(f"--sweep {spec!r}: expected KEY=VALUE1,VALUE2,...")
+        if not all(key.split(".")):
+            raise SweepError(f"--sweep {spec!r}: empty key component")
+        values = tuple(v.strip() for v in raw.split(","))
+        if not raw.strip() or not all(values):
+            raise SweepError(f"--sweep {spec!r}: empty value (values are separated by commas)")
+        repeated = sorted({v for v in values if values.count(v) > 1})
+        if repeated:
+            raise SweepError(f"--sweep {spec!r}: value {repeated[0]!r} given twice")
+        return cls(key, values)
+
+    @classmethod
+    def of(cls, key: str, values: list[Any]) -> SweepAxis:
+        """From Python: ``SweepAxis.of("compression.density", [0.1, 0.01])``."""
+        return cls.parse(f"{key}=" + ",".join(str(v) for v in values))
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One combination of swept values and the folder its run goes to."""
+
+    folder: str
+    assignments: tuple[tuple[str, str], ...]  # (key, value text) per swept key
+
+    def apply(self, base_tree: dict[str, Any]) -> dict[str, Any]:
+        import copy
+
+        tree = copy.deepcopy(base_tree)
+        for key, text in self.assignments:
+            set_dotted(tree, *parse_override(f"{key}={text}"))
+        return tree
+
+
+def _folder_part(key: str, value: str) -> str:
+    return f"{key}={re.sub(r'[^A-Za-z0-9._+-]', '_', value)}"
+
+
+def sweep_points(axes: list[SweepAxis]) -> list[SweepPoint]:
+    """The cartesian product of the axes, in command-line order (the last axis varies fastest)."""
+    keys = [axis.key for axis in axes]
+    repeated = sorted({k for k in keys if keys.count(k) > 1})
+    if repeated:
+        raise SweepError(f"--sweep {repeated[0]}: key swept twice (give all its values in one --sweep)")
+    points, used = [], set()
+    for combo in itertools.product(*(axis.values for axis in axes)):
+        assignments = tuple(zip(keys, combo))
+        folder = ",".join(_folder_part(k, v) for k, v in assignments)
+        if folder in used:  # two values that differ only in characters not allowed in folder names
+            raise SweepError(f"--sweep: two points would share the folder {folder!r}")
+        used.add(folder)
+        points.append(SweepPoint(folder, assignments))
+    return points
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    point: SweepPoint
+    out_dir: Path
+    summary: Summary
+
+
+def plan(base_tree: dict[str, Any], axes: list[SweepAxis]) -> list[tuple[SweepPoint, Scenario]]:
+    """Every point's validated scenario, so that a bad value fails before anything runs."""
+    planned = []
+    for point in sweep_points(axes):
+        try:
+            planned.append((point, validate(point.apply(base_tree))))
+        except ScenarioError as err:
+            raise SweepError(f"{point.folder}: {err}") from None
+    return planned
+
+
+def run_point(scenario: Scenario, out_dir: Path, *, quiet: bool = True) -> Summary:
+    """One normal run folder (``scenario.yaml``, ``metrics.jsonl``, ``summary.json``, ``plots/``, ``model.pt``)."""
+    from fedgc.engines import ENGINES
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "scenario.yaml").write_text(dump_scenario(scenario))
+    return ENGINES[scenario.engine](scenario, out_dir, quiet=quiet)
+
+
+def run_sweep(base_tree: dict[str, Any], axes: list[SweepAxis], out_dir: Path, *, quiet: bool = True,
+              log=None) -> list[SweepRun]:
+    """Run every point into ``out_dir/<point folder>`` and write ``out_dir/report.md`` with its plots.
+    ``log``: a callable taking one line of progress (e.g. ``print``), or None for silence."""
+    from fedgc.report import read_runs, write_report
+
+    planned = plan(base_tree, axes)
+    runs = []
+    for number, (point, scenario) in enumerate(planned, start=1):
+        if log is not None:
+            log(f"[{number}/{len(planned)}] {point.folder}")
+        try:
+            summary = run_point(scenario, out_dir / point.folder, quiet=quiet)
+        except (ValueError, OSError) as err:
+            raise SweepError(f"{point.folder}: {err}".splitlines()[0]) from None
+        runs.append(SweepRun(point, out_dir / point.folder, summary))
+    write_report(read_runs([run.out_dir for run in runs]), out_dir, "md")
+    return runs
+
+
+def sweep_main(scenario_path: str | None, overrides: list[str], sweeps: list[str], out: str | None,
+               quiet: bool, resume: str | None = None) -> int:
+    """The ``--sweep`` path of ``python -m fedgc.simulate``; returns the exit code."""
+    from fedgc.simulate import EXIT_DIVERGED, EXIT_INVALID, default_out_dir
+
+    def fail(message: str) -> int:
+        print(f"error: {message}".splitlines()[0], file=sys.stderr)
+        return EXIT_INVALID
+
+    if resume is not None:
+        return fail("--sweep runs new folders: --resume does not apply (resume each point's folder on its own)")
+    if scenario_path is None:
+        return fail("--sweep needs a scenario file")
+    try:
+        tree = load_tree(scenario_path)
+        for text in overrides:
+            set_dotted(tree, *parse_override(text))
+        axes = [SweepAxis.parse(spec) for spec in sweeps]
+        first_point_scenario = plan(tree, axes)[0][1]
+        out_dir = Path(out) if out else default_out_dir(first_point_scenario.name)
+        runs = run_sweep(tree, axes, out_dir, quiet=quiet, log=lambda line: print(line, file=sys.stderr))
+    except (ScenarioError, SweepError, ValueError, OSError) as err:
+        return fail(str(err))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    sys.stdout.write((out_dir / "report.md").read_text(encoding="utf-8"))
+    print(f"{len(runs)} runs and report.md in {out_dir}", file=sys.stderr)
+    stopped = [run.point.folder for run in runs if run.summary.stopped_reason != "completed"]
+    if stopped:
+        print(f"error: {len(stopped)} run(s) stopped early: {', '.join(stopped)}", file=sys.stderr)
+        return EXIT_DIVERGED
+    return 0
