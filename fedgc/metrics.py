@@ -71,18 +71,24 @@ def _clean(value):
 class MetricsLog:
     """Appends one JSON object per round to ``metrics.jsonl`` and keeps the rows for the summary."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, rows: list[RoundRecord] | None = None) -> None:
+        """A new log; ``rows``: the rounds already done (a resumed run), rewritten as the file's start."""
         self.path = path
-        self.rows: list[RoundRecord] = []
+        self.rows: list[RoundRecord] = list(rows or [])
         if path is not None:
-            path.write_text("")
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text("".join(self._line(r) for r in self.rows), encoding="utf-8")
+            tmp.replace(path)
+
+    @staticmethod
+    def _line(record: RoundRecord) -> str:
+        return json.dumps({k: _clean(v) for k, v in asdict(record).items()}, sort_keys=False) + "\n"
 
     def append(self, record: RoundRecord) -> None:
         self.rows.append(record)
         if self.path is not None:
-            row = {k: _clean(v) for k, v in asdict(record).items()}
             with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(row, sort_keys=False) + "\n")
+                f.write(self._line(record))
 
     def summarize(self, name: str, target_accuracy: float, wall_time_s: float,
                   stopped_reason: str = "completed") -> Summary:
@@ -116,6 +122,19 @@ class MetricsLog:
 
 def write_summary(path: Path, summary: Summary) -> None:
     path.write_text(json.dumps({k: _clean(v) for k, v in asdict(summary).items()}, indent=2) + "\n")
+
+
+def read_rows(path: Path, count: int) -> list[RoundRecord]:
+    """The first ``count`` rounds of a ``metrics.jsonl`` (a resumed run drops any later, partial rows)."""
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()[:count], start=1):
+        try:
+            rows.append(RoundRecord(**json.loads(line)))
+        except (ValueError, TypeError):
+            raise ValueError(f"{path}: line {number} is not a metrics row") from None
+    if len(rows) < count:
+        raise ValueError(f"{path} holds {len(rows)} rounds, but the checkpoint is at round {count}")
+    return rows
 
 
 def read_metrics(path: Path) -> list[dict]:

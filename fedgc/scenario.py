@@ -79,7 +79,7 @@ class Scenario(_Section):
     name: str = Field(..., min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     seed: int = Field(0, ge=0, lt=2**32)
     rounds: int = Field(..., ge=1, le=1_000_000)
-    engine: Literal["inline"] = "inline"
+    engine: Literal["inline", "flower"] = "inline"
     data: DataConfig = Field(default_factory=DataConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     client: ClientConfig = Field(default_factory=ClientConfig)
@@ -87,6 +87,7 @@ class Scenario(_Section):
     strategy: StrategyConfig = Field(default_factory=StrategyConfig)
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    checkpoint_every: int = Field(10, ge=0, description="write a resumable checkpoint every N rounds (0: never)")
 
 
 def _one_line(err: ValidationError) -> str:

@@ -1,4 +1,5 @@
 """``python -m fedgc.simulate SCENARIO.yaml [--out DIR] [--set KEY=VALUE ...] [--quiet]``
+or ``python -m fedgc.simulate --resume RUN_DIR`` (continue a stopped run from its last checkpoint).
 
 Exit codes: 0 success; 2 the scenario or its inputs are invalid (one line on stderr, no traceback);
 3 training diverged (the model became non-finite; the last good model is kept).
@@ -21,7 +22,9 @@ EXIT_DIVERGED = 3
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m fedgc.simulate", description=__doc__.splitlines()[0])
-    parser.add_argument("scenario", help="scenario YAML file")
+    parser.add_argument("scenario", nargs="?", help="scenario YAML file (not with --resume)")
+    parser.add_argument("--resume", metavar="RUN_DIR",
+                        help="continue the run in RUN_DIR from its last checkpoint (same scenario and seed)")
     parser.add_argument("--out", help="output folder (default runs/<name>-<timestamp>)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a scenario key, e.g. --set compression.density=0.001 (repeatable)")
@@ -43,16 +46,27 @@ def main(argv: list[str] | None = None) -> int:
 
         return sweep_main(args.scenario, args.overrides, args.sweeps, args.out, args.quiet,
                           resume=getattr(args, "resume", None))
+    if (args.scenario is None) == (args.resume is None):
+        print("error: give a scenario file, or --resume RUN_DIR (not both)", file=sys.stderr)
+        return EXIT_INVALID
+    if args.resume and (args.out or args.overrides):
+        print("error: --resume continues the run as it was: --out and --set do not apply", file=sys.stderr)
+        return EXIT_INVALID
     try:
-        scenario = load_scenario(args.scenario, args.overrides)
-        out_dir = Path(args.out) if args.out else default_out_dir(scenario.name)
+        if args.resume:
+            out_dir = Path(args.resume)
+            scenario = load_scenario(out_dir / "scenario.yaml")
+        else:
+            scenario = load_scenario(args.scenario, args.overrides)
+            out_dir = Path(args.out) if args.out else default_out_dir(scenario.name)
         from fedgc.engines import ENGINES
         from fedgc.flower.setup import federated_data
 
         federated_data(scenario)  # load and partition now, so bad data fails fast with exit 2
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "scenario.yaml").write_text(dump_scenario(scenario))
-        summary = ENGINES[scenario.engine](scenario, out_dir, quiet=args.quiet)
+        if not args.resume:
+            (out_dir / "scenario.yaml").write_text(dump_scenario(scenario))
+        summary = ENGINES[scenario.engine](scenario, out_dir, quiet=args.quiet, resume=bool(args.resume))
     except (ScenarioError, ValueError, OSError) as err:
         print(f"error: {err}".splitlines()[0], file=sys.stderr)
         return EXIT_INVALID

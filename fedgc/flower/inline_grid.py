@@ -36,7 +36,7 @@ class InlineGrid(Grid):
             )
             for node_id in range(1, num_nodes + 1)
         }
-        self._next_id = 0
+        self.next_message_id = 0
         self._replies: dict[str, Message] = {}
         # Wire bytes of the last message pushed to / replied by each message id.
         self.sent_bytes: dict[str, int] = {}
@@ -59,13 +59,13 @@ class InlineGrid(Grid):
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
         ids = []
         for message in messages:
-            self._next_id += 1
-            message_id = f"m{self._next_id:08d}"
+            self.next_message_id += 1
+            message_id = f"m{self.next_message_id:08d}"
             message.metadata.__dict__["_message_id"] = message_id
             delivered, size = roundtrip(message)
             self.sent_bytes[message_id] = size
             reply = self._execute(delivered)
-            reply.metadata.__dict__["_message_id"] = f"r{self._next_id:08d}"
+            reply.metadata.__dict__["_message_id"] = f"r{self.next_message_id:08d}"
             returned, reply_size = roundtrip(reply)
             self.reply_bytes[message_id] = reply_size
             self._replies[message_id] = returned

@@ -4,6 +4,7 @@ around whatever ``Grid`` the engine provides, run the rounds, and record metrics
 from __future__ import annotations
 
 import logging
+import math
 import time
 from pathlib import Path
 
@@ -14,12 +15,14 @@ from flwr.app import ArrayRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 
 from fedgc.compress.base import DensePayload
+from fedgc.flower import checkpoint
 from fedgc.flower.codec import encode_update
+from fedgc.flower.inline_grid import InlineGrid
 from fedgc.flower.network_grid import NetworkGrid
 from fedgc.flower.setup import federated_data
 from fedgc.flower.strategy import Diverged, FedgcStrategy, SelectionPolicy
 from fedgc.flower.wire import message_wire_size
-from fedgc.metrics import MetricsLog, RoundRecord, Summary, write_summary
+from fedgc.metrics import MetricsLog, RoundRecord, Summary, read_rows, write_summary
 from fedgc.models import build_model
 from fedgc.network.build import build_network
 from fedgc.progress import Progress
@@ -49,7 +52,9 @@ def density_schedule(scenario: Scenario):
     return lambda server_round: warmup_density(server_round, c.warmup_rounds, c.density)
 
 
-def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: bool = False) -> Summary:
+def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: bool = False,
+               resume: bool = False) -> Summary:
+    """Run (or with ``resume``, continue from ``out_dir``'s checkpoint) the scenario's rounds on ``grid``."""
     logging.getLogger("flwr").setLevel(logging.ERROR)
     wall_start = time.perf_counter()
     if out_dir is not None:
@@ -73,12 +78,23 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
                              rng=np.random.default_rng(rng.integers(2**63)), density_for_round=density_schedule(scenario),
                              max_num_examples=s.max_num_examples, clip_update_norm=s.clip_update_norm)
     dense_bytes = dense_reply_bytes(shapes)
-    log = MetricsLog(out_dir / "metrics.jsonl" if out_dir else None)
+    inline = grid if isinstance(grid, InlineGrid) else None
+    rounds_done, rows = 0, []
+    if resume:
+        if inline is None or out_dir is None:
+            raise checkpoint.CheckpointError("--resume works with the inline engine only "
+                                             "(on Flower's runtimes the nodes hold their own state)")
+        state = checkpoint.load(out_dir)
+        net_grid.network = checkpoint.restore(state, strategy, inline)
+        rounds_done, rows = state.round, read_rows(out_dir / "metrics.jsonl", state.round)
+        initial = strategy.final_weights
+    log = MetricsLog(out_dir / "metrics.jsonl" if out_dir else None, rows)
     progress = Progress(scenario.rounds, enabled=not quiet)
 
-    def evaluate_fn(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
-        if server_round == 0:
+    def evaluate_fn(loop_round: int, arrays: ArrayRecord) -> MetricRecord | None:
+        if loop_round == 0:
             return None
+        server_round = rounds_done + loop_round
         record = RoundRecord(round=server_round)
         traffic, stats = net_grid.last_round, strategy.last_stats
         if traffic is not None:
@@ -106,12 +122,20 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
             record.accuracy, record.loss = evaluate(model, data.test, scenario.eval.batch_size)
         log.append(record)
         progress.update(record, sum(r.bytes_up for r in log.rows))
+        if record.loss is not None and not math.isfinite(record.loss):
+            raise Diverged(f"round {server_round}: the global model's test loss is not finite")
+        last_good["weights"] = strategy.final_weights or initial
+        every = scenario.checkpoint_every
+        if inline is not None and out_dir is not None and every and server_round % every == 0 \
+                and server_round < scenario.rounds:
+            checkpoint.save(out_dir, checkpoint.capture(server_round, strategy, net_grid.network, inline))
         return MetricRecord({"accuracy": record.accuracy}) if record.accuracy is not None else None
 
+    last_good = {"weights": initial}  # the newest global model that passed its checks (what model.pt keeps)
     stopped = "completed"
     try:
         strategy.start(grid=net_grid, initial_arrays=ArrayRecord({k: v.contiguous() for k, v in initial.items()}),
-                       num_rounds=scenario.rounds, evaluate_fn=evaluate_fn)
+                       num_rounds=scenario.rounds - rounds_done, evaluate_fn=evaluate_fn)
     except Diverged as err:
         stopped = f"diverged: {err}"
     finally:
@@ -119,7 +143,7 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
     summary = log.summarize(scenario.name, scenario.eval.target_accuracy, time.perf_counter() - wall_start, stopped)
     if out_dir is not None:
         write_summary(out_dir / "summary.json", summary)
-        torch.save(strategy.final_weights or initial, out_dir / "model.pt")  # the final global model
+        torch.save(last_good["weights"], out_dir / "model.pt")  # the final (or last good) global model
         from fedgc.plots import plot_run
 
         plot_run(log.rows, out_dir / "plots", title=scenario.name)

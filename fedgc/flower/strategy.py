@@ -87,12 +87,15 @@ class FedgcStrategy(FedAvg):
         self.last_stats = AggregationStats()
         self._weights: dict[str, torch.Tensor] = {}
         self.final_weights: dict[str, torch.Tensor] = {}
+        # Rounds done before this process started (a resumed run): Flower's loop counts from 1 again.
+        self.round_offset = 0
 
     def summary(self) -> None:
         return None
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
+        server_round += self.round_offset
         self._weights = {k: v.to(torch.float32) for k, v in arrays.to_torch_state_dict().items()}
         online = sorted(grid.get_node_ids())
         count = min(len(online), self.policy.to_select(self.total_nodes))
@@ -146,6 +149,7 @@ class FedgcStrategy(FedAvg):
 
     def aggregate_train(self, server_round: int,
                         replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        server_round += self.round_offset
         stats = AggregationStats()
         accepted: list[ClientUpdate] = []
         seen: set[int] = set()

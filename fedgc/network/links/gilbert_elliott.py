@@ -22,6 +22,19 @@ from fedgc.network.piecewise import GrowingRate
 GOOD, BAD = 0, 1
 
 
+class _DirectionSegments:
+    """The k-th constant-rate segment of one direction (a class, not a closure, so a run's network
+    state can be pickled into a checkpoint)."""
+
+    def __init__(self, link: GilbertElliottLink, rates: tuple[float, float]) -> None:
+        self.link = link
+        self.rates = rates
+
+    def __call__(self, k: int) -> tuple[float, float]:
+        end, state = self.link._state_segment(k)
+        return end, self.rates[state]
+
+
 class GilbertElliottLink(Link):
     def __init__(self, up_mbps: float, down_mbps: float, rtt_ms: float = 0.0, jitter_ms: float = 0.0,
                  rng: np.random.Generator | None = None, *, mean_good_s: float = 10.0, mean_bad_s: float = 2.0,
@@ -53,14 +66,8 @@ class GilbertElliottLink(Link):
             self._states.append(1 - state)
         return self._ends[k], self._states[k]
 
-    def _segment_fn(self, direction: Direction):
-        rates = self.goodput[direction]
-
-        def segment(k: int) -> tuple[float, float]:
-            end, state = self._state_segment(k)
-            return end, rates[state]
-
-        return segment
+    def _segment_fn(self, direction: Direction) -> _DirectionSegments:
+        return _DirectionSegments(self, self.goodput[direction])
 
     def time_in_bad(self, until: float) -> float:
         """Seconds spent in *bad* during [0, until] on this link's sample path."""
