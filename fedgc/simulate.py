@@ -29,6 +29,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a scenario key, e.g. --set compression.density=0.001 (repeatable)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--check", action="store_true",
+                        help="validate the scenario and load its data, model and network, then exit without training")
     parser.add_argument("--sweep", dest="sweeps", action="append", default=[], metavar="KEY=V1,V2,...",
                         help="run every combination of the swept values into OUT/KEY=VALUE/ and write "
                              "OUT/report.md (repeatable; see fedgc/sweep.py)")
@@ -62,7 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         from fedgc.engines import ENGINES
         from fedgc.flower.setup import federated_data
 
-        federated_data(scenario)  # load and partition now, so bad data fails fast with exit 2
+        data = federated_data(scenario)  # load and partition now, so bad data fails fast with exit 2
+        if args.check:
+            from fedgc.check import check_scenario
+
+            print(f"ok: {check_scenario(scenario, data)}")
+            return 0
         out_dir.mkdir(parents=True, exist_ok=True)
         if not args.resume:
             (out_dir / "scenario.yaml").write_text(dump_scenario(scenario))

@@ -1,0 +1,28 @@
+"""``python -m fedgc.simulate SCENARIO --check``: build everything a run needs, train nothing.
+
+Loading the data and partitioning it, building the model and building every client's link, device
+and availability process reads every file the scenario names (dataset, traces, capacity and
+availability files), so a scenario that passes the check fails later only for reasons of training
+itself (divergence, running out of memory).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import simpy
+
+from fedgc.data import FederatedData
+from fedgc.models import build_model, parameter_count
+from fedgc.network.build import build_network
+from fedgc.scenario import Scenario
+
+
+def check_scenario(scenario: Scenario, data: FederatedData) -> str:
+    """A one-line description of what the run would train on; ``ValueError``/``OSError`` if unusable."""
+    model = build_model(scenario.model.name, data.input_shape, data.num_classes, scenario.seed,
+                        options=scenario.model.options)
+    nodes = list(range(1, len(data.partitions) + 1))
+    build_network(simpy.Environment(), scenario.network, nodes, np.random.default_rng(scenario.seed))
+    return (f"{scenario.name}: {len(nodes)} clients, {sum(len(p) for p in data.partitions)} train samples, "
+            f"model {scenario.model.name} ({parameter_count(model):,} parameters), "
+            f"compression {scenario.compression.name}, network {scenario.network.profile}/{scenario.network.link}")
