@@ -51,4 +51,4 @@ def _overlay(runs: list[RunSeries], x_of, title: str, xlabel: str, path: Path) -
         ax.axhline(target * 100, color="0.3", linestyle=":", linewidth=1, label=f"target {target * 100:g}%")
     ax.set_xlim(left=0)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=8, frameon=False)
-    return save(fig, path)
+    return save(fig, path, legend_outside=True)

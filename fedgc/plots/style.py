@@ -59,10 +59,10 @@ def say_no_data(ax, text: str) -> None:
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="0.4")
 
 
-def save(fig, path: Path) -> Path:
+def save(fig, path: Path, *, legend_outside: bool = False) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, bbox_inches="tight")
+    fig.savefig(path, bbox_inches="tight" if legend_outside else None)
     plt.close(fig)
     return path
 

@@ -1,0 +1,100 @@
+"""Per-run plots, comparison overlays and the progress line: every file is written, non-empty, and a
+real PNG, whatever the run looked like (no evaluated round, no upload, identical uploads, zero rounds)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedgc.metrics import RoundRecord
+from fedgc.plots import COMPARE_PLOT_FILES, RUN_PLOT_FILES, RunSeries, accuracy_points, plot_comparison, plot_run
+from fedgc.plots.style import bytes_unit, time_unit
+from fedgc.progress import Progress, RunSoFar, progress_text
+from fedgc.scenario import validate
+from fedgc.sweep import run_point
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+TINY_WITH_CHURN = {
+    "name": "tiny-plots", "seed": 3, "rounds": 2,
+    "data": {"dataset": "digits", "num_clients": 4, "partition": "iid"},
+    "model": {"name": "mlp"},
+    "client": {"local_steps": 2, "batch_size": 16, "lr": 0.1},
+    "compression": {"name": "topk", "density": 0.05},
+    "network": {"profile": "3g", "availability": "exponential", "mean_on_s": 5.0, "mean_off_s": 2.0},
+    "eval": {"target_accuracy": 0.5},
+}
+
+
+def assert_pngs(folder: Path, names: tuple[str, ...]) -> None:
+    for name in names:
+        path = folder / name
+        assert path.is_file(), f"{name} not written"
+        assert path.stat().st_size > 5_000, f"{name} is suspiciously small"
+        assert path.read_bytes()[:8] == PNG_MAGIC, f"{name} is not a PNG"
+
+
+def test_every_plot_is_written_for_a_tiny_run(tmp_path):
+    run_point(validate(TINY_WITH_CHURN), tmp_path, quiet=True)
+    assert_pngs(tmp_path / "plots", RUN_PLOT_FILES)
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == sorted(RUN_PLOT_FILES)
+
+
+def record(n: int, **values) -> RoundRecord:
+    return RoundRecord(round=n, sim_start_s=10.0 * (n - 1), sim_end_s=10.0 * n, round_duration_s=10.0, **values)
+
+
+@pytest.mark.parametrize("rows", [
+    pytest.param([], id="zero-rounds"),
+    pytest.param([record(1, selected=3, cut=3), record(2, selected=3, late=2, failed=1)], id="no-upload-no-eval"),
+    pytest.param([record(n, selected=2, completed=2, bytes_up=2000, accuracy=0.5, client_upload_bytes=[1000, 1000],
+                         client_upload_s=[0.25, 0.25]) for n in (1, 2, 3)], id="identical-uploads"),
+    pytest.param([record(n, selected=1, completed=1, bytes_up=5_000_000, accuracy=0.1 * n,
+                         client_upload_bytes=[5_000_000], client_upload_s=[900.0 * n]) for n in range(1, 80)],
+                 id="long-run-large-values"),
+])
+def test_every_plot_is_written_whatever_the_rows(tmp_path, rows):
+    written = plot_run(rows, tmp_path, title="edge")
+    assert [p.name for p in written] == list(RUN_PLOT_FILES)
+    assert_pngs(tmp_path, RUN_PLOT_FILES)
+
+
+def test_accuracy_points_accumulate_uploads_and_skip_unevaluated_rounds():
+    rows = [record(1, bytes_up=100, accuracy=0.2), record(2, bytes_up=50), record(3, bytes_up=25, accuracy=0.4)]
+    points = accuracy_points(rows)
+    assert [(p.round, p.sim_time_s, p.uploaded_bytes, p.accuracy) for p in points] == [
+        (1, 10.0, 100, 0.2), (3, 30.0, 175, 0.4)]
+
+
+def test_comparison_overlays_are_written(tmp_path):
+    a = RunSeries("a", accuracy_points([record(1, bytes_up=10, accuracy=0.3), record(2, bytes_up=10, accuracy=0.6)]),
+                  target_accuracy=0.5)
+    b = RunSeries("b", [], target_accuracy=0.5)
+    written = plot_comparison([a, b], tmp_path)
+    assert [p.name for p in written] == list(COMPARE_PLOT_FILES)
+    assert_pngs(tmp_path, COMPARE_PLOT_FILES)
+
+
+def test_units_fit_the_numbers():
+    assert (time_unit(59).name, time_unit(600).name, time_unit(4 * 3600).name) == ("s", "min", "h")
+    assert (bytes_unit(999).name, bytes_unit(2e3).name, bytes_unit(3e6).name) == ("B", "kB", "MB")
+
+
+# The progress line (fedgc/progress.py).
+
+def test_progress_text_shows_time_accuracy_traffic_and_participation():
+    so_far = RunSoFar()
+    so_far.add(record(1, bytes_up=1_500_000, bytes_down=4_000_000, accuracy=0.8123, completed=4, cut=1, late=2))
+    last = record(2, bytes_up=500_000, bytes_down=4_000_000, completed=3)
+    so_far.add(last)  # not evaluated: the last accuracy stays on the line
+    text = progress_text(last, so_far)
+    assert text == "sim 20s acc 81.2% up 2.00MB down 8.00MB ok 3 cut 0 late 0"
+
+
+def test_progress_is_silent_when_stderr_is_not_a_terminal(capsys):
+    progress = Progress(rounds=2, enabled=True)  # pytest captures stderr: not a terminal
+    progress.update(record(1, bytes_up=10, bytes_down=20, accuracy=0.5))
+    progress.close()
+    assert progress.bar is None and capsys.readouterr().err == ""
+    assert progress.so_far.bytes_down == 20 and progress.last_accuracy == 0.5

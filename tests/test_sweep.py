@@ -1,0 +1,97 @@
+"""``python -m fedgc.simulate SCENARIO --sweep KEY=A,B``: one normal run folder per point and a report;
+an invalid sweep is a one-line error with exit code 2 before anything runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fedgc.report import read_runs
+from fedgc.simulate import main
+from fedgc.sweep import SweepAxis, SweepError, sweep_points
+
+TINY = {"name": "tiny-sweep", "seed": 11, "rounds": 1,
+        "data": {"dataset": "digits", "num_clients": 3, "partition": "iid"},
+        "model": {"name": "mlp"}, "client": {"local_steps": 2, "batch_size": 16, "lr": 0.1},
+        "compression": {"name": "dgc", "density": 0.05}, "network": {"profile": "wifi"}}
+
+RUN_FILES = {"scenario.yaml", "metrics.jsonl", "summary.json", "model.pt", "plots"}
+
+
+@pytest.fixture
+def scenario_file(tmp_path) -> Path:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    return path
+
+
+def test_a_two_value_sweep_writes_two_run_folders_and_a_report(scenario_file, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    code = main([str(scenario_file), "--out", str(out), "--quiet", "--set", "rounds=2",
+                 "--sweep", "compression.name=none,topk"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    folders = ["compression.name=none", "compression.name=topk"]
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == folders
+    for folder, compressor in zip(folders, ("none", "topk")):
+        assert RUN_FILES <= {p.name for p in (out / folder).iterdir()}
+        resolved = yaml.safe_load((out / folder / "scenario.yaml").read_text())
+        assert resolved["compression"]["name"] == compressor and resolved["rounds"] == 2  # --set applies to all
+        assert json.loads((out / folder / "summary.json").read_text())["rounds"] == 2
+    report = (out / "report.md").read_text()
+    assert captured.out == report  # the table is printed too
+    assert all(f"| {folder} |" in report for folder in folders)
+    assert (out / "compare_accuracy_vs_upload.png").stat().st_size > 0
+    dense, topk = read_runs([out / f for f in folders])
+    assert topk.summary.bytes_up < dense.summary.bytes_up
+    assert "[1/2] compression.name=none" in captured.err and "[2/2] compression.name=topk" in captured.err
+
+
+def test_points_are_the_cartesian_product_in_command_line_order():
+    axes = [SweepAxis.parse("compression.name=topk,dgc"), SweepAxis.parse("client.lr=0.1, 0.01")]
+    points = sweep_points(axes)
+    assert [p.folder for p in points] == [
+        "compression.name=topk,client.lr=0.1", "compression.name=topk,client.lr=0.01",
+        "compression.name=dgc,client.lr=0.1", "compression.name=dgc,client.lr=0.01"]
+    tree = points[1].apply({"client": {"lr": 1.0, "batch_size": 8}})
+    assert tree == {"client": {"lr": 0.01, "batch_size": 8}, "compression": {"name": "topk"}}
+    assert [p.folder for p in sweep_points([SweepAxis.of("data.root", ["/a b", "c"])])] == [
+        "data.root=_a_b", "data.root=c"]
+
+
+@pytest.mark.parametrize("sweeps, message", [
+    (["compression.name"], "expected KEY=VALUE1,VALUE2"),
+    (["=a,b"], "expected KEY=VALUE1,VALUE2"),
+    (["compression..name=a"], "empty key component"),
+    (["compression.name="], "empty value"),
+    (["compression.name=none,,topk"], "empty value"),
+    (["compression.name=topk,topk"], "value 'topk' given twice"),
+    (["compression.name=none", "compression.name=topk"], "key swept twice"),
+    (["compression.name=none,bogus"], "compression.name=bogus: compression.name: unknown compressor 'bogus'"),
+    (["compression.nope=1,2"], "compression.nope=1: compression.nope: unknown key"),
+    (["rounds=1,0"], "rounds=0: rounds:"),
+])
+def test_an_invalid_sweep_is_one_line_and_exit_2_before_anything_runs(scenario_file, tmp_path, capsys,
+                                                                       sweeps, message):
+    out = tmp_path / "never"
+    argv = [str(scenario_file), "--out", str(out), "--quiet"]
+    for spec in sweeps:
+        argv += ["--sweep", spec]
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+    assert not out.exists()
+
+
+def test_a_missing_scenario_file_is_one_line_and_exit_2(tmp_path, capsys):
+    code = main([str(tmp_path / "missing.yaml"), "--sweep", "compression.name=none,topk"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "no such scenario file" in err
+
+
+def test_sweep_axis_errors_name_the_spec():
+    with pytest.raises(SweepError, match=r"^--sweep 'seed': expected KEY=VALUE1,VALUE2,\.\.\.$"):
+        SweepAxis.parse("seed")
