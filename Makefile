@@ -12,7 +12,7 @@ SCENARIO ?= scenarios/quickstart.yaml
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,ray]'  # ray: the flower-engine tests run, not skip
 	touch $(STAMP)
 
 install: $(STAMP)

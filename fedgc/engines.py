@@ -1,5 +1,6 @@
 """Running a scenario on an engine. ``inline`` (default): the ServerApp and ClientApps in this
-process, every message round-tripped through Flower's serialization."""
+process, every message round-tripped through Flower's serialization. ``flower``: the same apps on
+Flower's simulation runtime (Ray), needs ``pip install 'fedgc[ray]'``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from fedgc.metrics import Summary
 from fedgc.scenario import Scenario, dump_scenario
 
 
-def run_inline(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False) -> Summary:
+def run_inline(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False, resume: bool = False) -> Summary:
     from flwr.app import Context, RecordDict
     from flwr.common.constant import SUPERLINK_NODE_ID
     from flwr.supercore.task_identity import TaskIdentity
@@ -25,7 +26,24 @@ def run_inline(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False)
     # Same logic as the ServerApp's main, called directly so the summary comes back to the caller.
     _ = Context(run_id=grid.run.run_id, node_id=SUPERLINK_NODE_ID, node_config={}, state=RecordDict(),
                 run_config=run_config)
-    return run_server(grid, scenario, out_dir, quiet=quiet)
+    return run_server(grid, scenario, out_dir, quiet=quiet, resume=resume)
 
 
-ENGINES = {"inline": run_inline}
+class EngineUnavailable(ValueError):
+    """An engine whose optional dependencies are not installed (reported in one line, exit 2)."""
+
+
+def run_flower(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False, resume: bool = False) -> Summary:
+    """Flower's simulation runtime (Ray): a local SuperLink with ``--simulation`` and ``flwr run``."""
+    import importlib.util
+
+    if resume:
+        raise ValueError("--resume works with engine inline only")
+    if importlib.util.find_spec("ray") is None:
+        raise EngineUnavailable("engine 'flower' needs Ray, which is not installed: pip install 'fedgc[ray]'")
+    from fedgc.flower.flower_engine import run_on_simulation_runtime
+
+    return run_on_simulation_runtime(scenario, out_dir, quiet=quiet)
+
+
+ENGINES = {"inline": run_inline, "flower": run_flower}

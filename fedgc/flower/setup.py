@@ -10,13 +10,17 @@ import yaml
 from fedgc.data import FederatedData, load_federated
 from fedgc.scenario import Scenario, load_scenario, validate
 
+# Run-config keys; every one has a default in pyproject's [tool.flwr.app.config], since `flwr run`
+# only accepts overrides of declared keys (an empty string means "not set").
 SCENARIO_YAML = "scenario-yaml"  # the resolved scenario, inline (set by fedgc.simulate)
-SCENARIO_PATH = "scenario"  # or a path to a scenario file (pyproject's [tool.flwr.app.config])
-OUT_DIR = "out-dir"
+SCENARIO_PATH = "scenario"  # or a path to a scenario file
+OUT_DIR = "out-dir"  # where the ServerApp writes metrics.jsonl, summary.json, plots, model.pt
+QUIET = "quiet"  # no progress bar
+NODE_WAIT_S = "node-wait-s"  # how long the ServerApp waits for SuperNodes to connect
 
 
 def scenario_from_run_config(run_config: dict) -> Scenario:
-    if SCENARIO_YAML in run_config:
+    if run_config.get(SCENARIO_YAML):
         return _scenario_from_text(str(run_config[SCENARIO_YAML]))
     return load_scenario(str(run_config[SCENARIO_PATH]))
 

@@ -1,0 +1,116 @@
+"""The ``flower`` engine: the same ServerApp and ClientApp on Flower's simulation runtime (Ray),
+submitted the way Flower 1.41 documents it: a local SuperLink started with ``--simulation`` and
+``flwr run`` (``fedgc.flower.runtime_processes`` has the details).
+
+Why a generated app folder and not the repository: ``flwr run`` packs every matching file under the
+app folder into the FAB (walking ``.venv`` on the way), and an installed fedgc has no repository.
+The generated ``pyproject.toml`` names the same components as fedgc's own (``APP_PYPROJECT``); the
+code is imported from the installed ``fedgc`` package, in this same environment (the SuperLink's
+runtime dependency installation is off).
+
+The scenario goes in as the ``scenario-yaml`` run-config entry, the output folder as ``out-dir``;
+the ServerApp writes ``metrics.jsonl``, ``summary.json``, plots and ``model.pt`` there exactly as on
+the inline engine, and the summary is read back from ``summary.json``. Flower's logs are kept in
+``<out>/flower-logs/``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tempfile
+from pathlib import Path
+
+import tomli_w
+
+from fedgc.flower.runtime_processes import flower_env, flwr_run, free_port, start_superlink, write_connection
+from fedgc.flower.setup import NODE_WAIT_S, OUT_DIR, QUIET, SCENARIO_PATH, SCENARIO_YAML
+from fedgc.metrics import Summary
+from fedgc.scenario import Scenario, dump_scenario
+
+CONNECTION = "fedgc-local-simulation"
+
+# Mirrors pyproject.toml's [tool.flwr.app] tables (tests/test_flower_engine.py checks they agree).
+APP_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "fedgc"
+version = "0.1.0"
+description = "fedgc on Flower's simulation runtime"
+license = "Apache-2.0"
+dependencies = []
+
+[tool.flwr.app]
+publisher = "fedgc"
+
+[tool.flwr.app.components]
+serverapp = "fedgc.flower.server_app:app"
+clientapp = "fedgc.flower.client_component:app"
+
+[tool.flwr.app.config]
+scenario = ""
+scenario-yaml = ""
+out-dir = ""
+quiet = false
+node-wait-s = 120.0
+"""
+
+
+class FlowerRunFailed(ValueError):
+    """The Flower run ended without a summary (one line; Flower's logs hold the details)."""
+
+
+def with_absolute_paths(scenario: Scenario) -> Scenario:
+    """The apps run in other processes with other working directories: make ``data.root`` absolute."""
+    root = scenario.data.root
+    if root is None or Path(root).is_absolute():
+        return scenario
+    data = scenario.data.model_copy(update={"root": str(Path(root).resolve())})
+    return scenario.model_copy(update={"data": data})
+
+
+def read_summary(path: Path) -> Summary:
+    data = json.loads(path.read_text())
+    names = {f.name for f in dataclasses.fields(Summary)}
+    return Summary(**{k: v for k, v in data.items() if k in names})
+
+
+def _last_error(log: Path) -> str:
+    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+    errors = [line for line in lines if "ERROR" in line or "Error" in line]
+    return (errors or lines or ["no output"])[-1].strip()
+
+
+def run_on_simulation_runtime(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False) -> Summary:
+    with tempfile.TemporaryDirectory(prefix="fedgc-flower-") as tmp:
+        work = Path(tmp)
+        out = (out_dir if out_dir is not None else work / "out").resolve()
+        logs = out / "flower-logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        (out / "summary.json").unlink(missing_ok=True)
+        app_dir = work / "app"
+        app_dir.mkdir()
+        (app_dir / "pyproject.toml").write_text(APP_PYPROJECT)
+        run_config = work / "run-config.toml"
+        # The progress bar stays off: the ServerApp runs in Flower's simulation process, not on this terminal.
+        run_config.write_text(tomli_w.dumps({
+            SCENARIO_PATH: "", SCENARIO_YAML: dump_scenario(with_absolute_paths(scenario)),
+            OUT_DIR: str(out), QUIET: True, NODE_WAIT_S: 60.0}))
+        home = work / "flwr-home"
+        env = flower_env(home)
+        port = free_port()
+        write_connection(home, CONNECTION, f"127.0.0.1:{port}")
+        link = start_superlink(port, logs, env, simulation=True)
+        try:
+            flwr_run(app_dir, CONNECTION, run_config, env, logs / "flwr-run.log",
+                     federation_config=[f"num-supernodes={scenario.data.num_clients}"])
+        finally:
+            link.stop()
+        summary = out / "summary.json"
+        if not summary.exists():
+            raise FlowerRunFailed(f"the Flower run failed ({_last_error(logs / 'flwr-run.log')}); "
+                                  f"logs in {logs}")
+        return read_summary(summary)

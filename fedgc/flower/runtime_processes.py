@@ -1,0 +1,141 @@
+"""Starting and stopping Flower 1.41's processes (SuperLink, SuperNodes, ``flwr run``) on this machine.
+
+Flower 1.41 facts this relies on (read from the installed sources and ``--help``):
+- ``flower-superlink`` serves its Fleet, Control and Runtime APIs over HTTP on one ``--host``/``--port``
+  (default 8000; the old 9091/9092/9093 gRPC ports are deprecated) and answers ``GET /health``.
+  With ``--simulation`` it runs ClientApps on the Ray-based simulation runtime instead of SuperNodes.
+  In its default ``subprocess`` isolation it spawns ``flower-superexec``, found on ``PATH``.
+- ``flower-supernode`` connects to ``--superlink HOST:PORT`` and serves its own Runtime HTTP API on
+  ``--port`` (default 9094; one free port per SuperNode on a shared machine).
+- ``flwr run APP CONNECTION`` reads the SuperLink connection ``CONNECTION`` from
+  ``$FLWR_HOME/config.toml`` (``[superlink.NAME] address, insecure``), builds the app's FAB and submits
+  it. A legacy ``[tool.flwr.federations]`` table in the app's pyproject.toml is *rewritten* by it
+  (migrated into config.toml), so fedgc's pyproject.toml has none.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def flower_env(flwr_home: Path) -> dict[str, str]:
+    """Environment for Flower's CLIs: a private FLWR_HOME, this interpreter's scripts first on PATH
+    (the SuperLink finds ``flower-superexec`` there), no update check and no telemetry."""
+    env = os.environ.copy()
+    env["FLWR_HOME"] = str(flwr_home)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env["FLWR_DISABLE_UPDATE_CHECK"] = "1"
+    env["FLWR_TELEMETRY_ENABLED"] = "0"
+    return env
+
+
+def write_connection(flwr_home: Path, name: str, address: str) -> None:
+    """An insecure SuperLink connection ``name`` at ``address``, the default one."""
+    flwr_home.mkdir(parents=True, exist_ok=True)
+    (flwr_home / "config.toml").write_text(
+        f'[superlink]\ndefault = "{name}"\n\n[superlink.{name}]\naddress = "{address}"\ninsecure = true\n')
+
+
+def script(name: str) -> str:
+    """Path of one of Flower's console scripts installed beside this interpreter."""
+    return str(Path(sys.executable).parent / name)
+
+
+class ManagedProcess:
+    """A child process in its own process group, logged to a file, stopped with everything it spawned
+    into its group."""
+
+    def __init__(self, command: list[str], log_path: Path, env: dict[str, str], cwd: Path | None = None) -> None:
+        self.command = command
+        self.log_path = log_path
+        self._log = open(log_path, "ab")  # noqa: SIM115 — closed in stop()
+        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env,
+                                        cwd=cwd, start_new_session=True)
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM to the group (the SuperLink stops its SuperExec on SIGTERM), SIGKILL after ``grace_s``."""
+        if self.running():
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+                self.process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+            except ProcessLookupError:
+                pass
+        self._log.close()
+
+    def log_tail(self, lines: int = 20) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def http_ready(port: int) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=0.5).is_success
+    except httpx.HTTPError:
+        return False
+
+
+def wait_until(ready, timeout_s: float, what: str, process: ManagedProcess | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        if process is not None and not process.running():
+            raise RuntimeError(f"{what} exited with code {process.process.returncode}:\n{process.log_tail()}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not ready within {timeout_s:.0f} s")
+        time.sleep(0.2)
+
+
+def start_superlink(port: int, workdir: Path, env: dict[str, str], *, simulation: bool) -> ManagedProcess:
+    """An insecure SuperLink on 127.0.0.1:``port`` with in-memory state. Runtime dependency
+    installation is off: the run uses this environment's packages, nothing is fetched."""
+    command = [script("flower-superlink"), "--insecure", "--host", "127.0.0.1", "--port", str(port),
+               "--disable-runtime-dependency-installation"]
+    if simulation:
+        command.append("--simulation")
+    link = ManagedProcess(command, workdir / "superlink.log", env, cwd=workdir)
+    try:
+        wait_until(lambda: http_ready(port), 60, "flower-superlink", link)
+    except BaseException:
+        link.stop()
+        raise
+    return link
+
+
+def start_supernode(superlink_port: int, partition: int, num_partitions: int, workdir: Path,
+                    env: dict[str, str]) -> ManagedProcess:
+    """An insecure SuperNode holding ``partition`` (its ClientApp reads ``node_config``)."""
+    command = [script("flower-supernode"), "--insecure", "--superlink", f"127.0.0.1:{superlink_port}",
+               "--node-config", f"partition-id={partition} num-partitions={num_partitions}",
+               "--host", "127.0.0.1", "--port", str(free_port())]
+    return ManagedProcess(command, workdir / f"supernode-{partition}.log", env, cwd=workdir)
+
+
+def flwr_run(app_dir: Path, connection: str, run_config: Path, env: dict[str, str], log_path: Path,
+             federation_config: list[str] = (), timeout_s: float | None = None) -> subprocess.CompletedProcess:
+    """``flwr run APP CONNECTION --run-config FILE --stream``: submits the app and returns when the
+    run has finished (the log stream ends with the run)."""
+    command = [script("flwr"), "run", str(app_dir), connection, "--run-config", str(run_config), "--stream"]
+    for item in federation_config:
+        command += ["--federation-config", item]
+    with open(log_path, "ab") as log:
+        return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=timeout_s,
+                              check=False)
