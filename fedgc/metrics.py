@@ -34,6 +34,7 @@ class RoundRecord:
     mean_upload_s: float | None = None
     max_upload_s: float | None = None
     rejected_reasons: dict[str, int] = field(default_factory=dict)
+    applied_nodes: list[int] = field(default_factory=list)  # whose updates the aggregate holds
     client_upload_bytes: list[int] = field(default_factory=list)
     client_upload_s: list[float] = field(default_factory=list)
 

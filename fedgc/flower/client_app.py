@@ -18,7 +18,7 @@ from fedgc.compress.update import build_compression, compress_update
 from fedgc.flower.codec import encode_update
 from fedgc.flower.setup import federated_data, scenario_from_run_config
 from fedgc.models import build_model
-from fedgc.training import evaluate, steps_for_epochs, train_local
+from fedgc.training import LocalTrainResult, evaluate, steps_for_epochs, train_local
 
 MEMORY_KEY = "fedgc.memory"
 PENDING_KEY = "fedgc.pending"
@@ -47,6 +47,28 @@ def client_seed(seed: int, partition: int, server_round: int) -> int:
     return (seed * 1_000_003 + partition * 7919 + server_round) % (2**63)
 
 
+def local_update(msg: Message, context: Context) -> tuple[dict[str, torch.Tensor], LocalTrainResult, torch.Generator]:
+    """Train on the received global model; the round update (pseudo-gradient) Δ = w_global − w_local,
+    what the server subtracts scaled by its learning rate. A pure function of the message and the
+    node: the same message gives the same Δ (the returned generator continues the round's stream)."""
+    scenario = scenario_from_run_config(context.run_config)
+    partition = int(context.node_config["partition-id"])
+    data = federated_data(scenario)
+    local = data.partitions[partition]
+    server_round = int(msg.content.config_records["config"]["server-round"])
+    model = build_model(scenario.model.name, data.input_shape, data.num_classes, scenario.seed,
+                        options=scenario.model.options)
+    model.load_state_dict(msg.content.array_records["arrays"].to_torch_state_dict())
+    start = {name: t.detach().clone() for name, t in model.state_dict().items()}
+    generator = torch.Generator().manual_seed(client_seed(scenario.seed, partition, server_round))
+    client = scenario.client
+    steps = client.local_steps or steps_for_epochs(len(local), client.batch_size, client.epochs or 1.0)
+    result = train_local(model, local, steps=steps, batch_size=client.batch_size, lr=client.lr,
+                         generator=generator, momentum=client.momentum, weight_decay=client.weight_decay)
+    delta = {name: start[name] - t.detach() for name, t in model.state_dict().items()}
+    return delta, result, generator
+
+
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     scenario = scenario_from_run_config(context.run_config)
@@ -60,17 +82,7 @@ def train(msg: Message, context: Context) -> Message:
     memory.load_state_dict(_load_tensors(context, MEMORY_KEY))
     settle_pending(memory, _load_tensors(context, PENDING_KEY), {int(r) for r in config.get("applied-rounds", [])})
 
-    model = build_model(scenario.model.name, data.input_shape, data.num_classes, scenario.seed,
-                        options=scenario.model.options)
-    model.load_state_dict(msg.content.array_records["arrays"].to_torch_state_dict())
-    start = {name: t.detach().clone() for name, t in model.state_dict().items()}
-    generator = torch.Generator().manual_seed(client_seed(scenario.seed, partition, server_round))
-    client = scenario.client
-    steps = client.local_steps or steps_for_epochs(len(local), client.batch_size, client.epochs or 1.0)
-    result = train_local(model, local, steps=steps, batch_size=client.batch_size, lr=client.lr,
-                         generator=generator, momentum=client.momentum, weight_decay=client.weight_decay)
-    # The round update (pseudo-gradient): what the server subtracts, scaled by its learning rate.
-    delta = {name: start[name] - t.detach() for name, t in model.state_dict().items()}
+    delta, result, generator = local_update(msg, context)
     ctx = CompressionContext(round=server_round, density=float(config["density"]), generator=generator,
                              num_clients=int(config["num-clients"]))
     compressed = compress_update(delta, compressor, memory, ctx,

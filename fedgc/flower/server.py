@@ -115,6 +115,7 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
         record.rejected = sum(stats.rejected.values())
         record.rejected_reasons = dict(sorted(stats.rejected.items()))
         record.applied = len(stats.applied_nodes)
+        record.applied_nodes = sorted(stats.applied_nodes)
         record.train_loss, record.achieved_density = stats.train_loss, stats.achieved_density
         record.density = float(strategy.density_for_round(server_round))
         if server_round % scenario.eval.every == 0 or server_round == scenario.rounds:
