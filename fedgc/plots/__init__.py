@@ -1,4 +1,4 @@
-"""Plots (matplotlib, Agg backend): one run's ``plots/`` folder, and overlays comparing runs."""
+"""Plots (matplotlib, no pyplot): one run's ``plots/`` folder, and overlays comparing runs."""
 
 from fedgc.plots.compare import COMPARE_PLOT_FILES, RunSeries, plot_comparison
 from fedgc.plots.run import RUN_PLOT_FILES, AccuracyPoint, accuracy_points, plot_run

@@ -16,7 +16,7 @@ from fedgc.plots.style import (
     integer_ticks,
     marker_size,
     new_axes,
-    plt,
+    new_figure,
     save,
     say_no_data,
     time_unit,
@@ -132,7 +132,8 @@ def _distribution(per_round: dict[int, list[float]], kind: str, title: str, path
     unit = (bytes_unit if kind == "bytes" else time_unit)(max(values, default=0.0))
     what = "upload size" if kind == "bytes" else "upload time"
     value_label = f"{what} per client ({unit.name})"
-    fig, (hist_ax, round_ax) = plt.subplots(1, 2, figsize=WIDE_FIGSIZE, dpi=110)
+    fig = new_figure(WIDE_FIGSIZE)
+    hist_ax, round_ax = fig.subplots(1, 2)
     decorate(hist_ax, f"{title}: {what} of every completed upload", value_label, "uploads")
     decorate(round_ax, f"{title}: {what} per round", "round", value_label)
     if not values:
