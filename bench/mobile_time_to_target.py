@@ -1,0 +1,259 @@
+"""Simulated time to target accuracy on mobile networks (issue #5): dense FedAvg vs DGC, LTE and 3G.
+
+    .venv/bin/python bench/mobile_time_to_target.py [--rounds N] [--jobs 1] [--out runs/bench-mobile] [--reuse]
+
+Runs ``scenarios/mnist_lte_dropouts.yaml`` and ``scenarios/mnist_3g_dropouts.yaml`` twice each: as
+written (DGC uploads) and with ``--set compression.name=none`` (dense FedAvg, same everything
+else). Reads ``summary.json`` / ``metrics.jsonl``, writes the table, the per-phase breakdown with
+the speed-up bound and an accuracy-vs-simulated-time plot (``docs/img/mobile_time_to_target.png``)
+into ``docs/results.md`` (between the ``mobile`` markers), and prints the figures as one JSON object
+on its last line.
+
+The bound: the downlink carries the dense model in both runs, so a round cannot get shorter than
+download + compute; per round, the best DGC can do is (download + compute + dense upload) /
+(download + compute + DGC upload), measured here from the mean phase times of the kept clients.
+
+Paths to the shared data and traces come from ``$FEDGC_SHARED_DIR`` (default ``../shared`` next to
+the repository) and are passed as ``--set`` overrides, so the bench runs from any directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+NETWORKS = {
+    "lte": ("mnist_lte_dropouts.yaml", "traces/mahimahi"),
+    "3g": ("mnist_3g_dropouts.yaml", "traces/pensieve/norway_hsdpa_cooked_3gp"),
+}
+METHODS = {"dense": ["compression.name=none"], "dgc": []}
+BEGIN, END = "<!-- mobile:begin -->", "<!-- mobile:end -->"
+PLOT = REPO / "docs" / "img" / "mobile_time_to_target.png"
+
+
+def shared_dir() -> Path:
+    return Path(os.environ.get("FEDGC_SHARED_DIR", REPO.parent / "shared")).resolve()
+
+
+def run_one(net: str, method: str, out: Path, extra: list[str], reuse: bool) -> dict:
+    scenario_file, trace_dir = NETWORKS[net]
+    run_dir = out / f"{net}-{method}"
+    sets = [
+        f"data.root={shared_dir() / 'data' / 'mnist'}",
+        f"network.trace_dir={shared_dir() / trace_dir}",
+        *extra,
+        *METHODS[method],
+    ]
+    if not (reuse and (run_dir / "summary.json").is_file()):
+        cmd = [
+            sys.executable,
+            "-m",
+            "fedgc.simulate",
+            str(REPO / "scenarios" / scenario_file),
+            "--out",
+            str(run_dir),
+            "--quiet",
+        ]
+        for s in sets:
+            cmd += ["--set", s]
+        env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+        start = time.time()
+        with open(out / f"{net}-{method}.log", "w") as log:
+            rc = subprocess.run(cmd, check=False, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+        print(f"{net}-{method}: rc={rc} in {time.time() - start:.0f}s", file=sys.stderr, flush=True)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+    def mean(key: str) -> float:
+        vals = [r[key] for r in rows if r.get(key) is not None]
+        return sum(vals) / len(vals) if vals else float("nan")
+
+    return {
+        "summary": summary,
+        "curve": [(r["sim_end_s"], r["accuracy"]) for r in rows if r.get("accuracy") is not None],
+        "mean_download_s": mean("mean_download_s"),
+        "mean_compute_s": mean("mean_compute_s"),
+        "mean_upload_s": mean("mean_upload_s"),
+        "mean_round_s": mean("round_duration_s"),
+        "mean_upload_bytes": sum(sum(r["client_upload_bytes"]) for r in rows)
+        / max(1, sum(r["completed"] for r in rows)),
+        "cut": sum(r["cut"] for r in rows),
+        "late": sum(r["late"] for r in rows),
+        "selected": sum(r["selected"] for r in rows),
+        "sets": sets[2:],
+    }
+
+
+def plot(results: dict, target: float, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(NETWORKS), figsize=(11, 4.2))
+    for ax, net in zip(axes, NETWORKS):
+        for method, style in (("dense", "-"), ("dgc", "-")):
+            r = results[f"{net}-{method}"]
+            xs = [t / 60 for t, _ in r["curve"]]
+            ys = [100 * a for _, a in r["curve"]]
+            label = "dense FedAvg (fp32 upload)" if method == "dense" else "DGC upload (1% density)"
+            ax.plot(xs, ys, style, marker="o", markersize=3, label=label)
+        ax.axhline(100 * target, color="grey", linestyle="--", linewidth=1, label=f"target {100 * target:.0f}%")
+        ax.set_title({"lte": "LTE (mahimahi traces)", "3g": "3G (Norway HSDPA traces)"}[net])
+        ax.set_xlabel("simulated time (minutes)")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_ylim(bottom=max(0, min(100 * a for k in results for _, a in results[k]["curve"]) - 5))
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right")
+    fig.suptitle("MNIST non-IID, 100 phones, McMahan 2NN, churn: accuracy vs simulated time")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def figures(results: dict) -> dict:
+    out = {}
+    for net in NETWORKS:
+        d, g = results[f"{net}-dense"], results[f"{net}-dgc"]
+        td, tg = d["summary"]["time_to_target_s"], g["summary"]["time_to_target_s"]
+        base = d["mean_download_s"] + d["mean_compute_s"]
+        out[net] = {
+            "dense_time_to_target_s": td,
+            "dgc_time_to_target_s": tg,
+            "speedup_time_to_target": (td / tg) if td and tg else None,
+            "dense_rounds_to_target": d["summary"]["rounds_to_target"],
+            "dgc_rounds_to_target": g["summary"]["rounds_to_target"],
+            "dense_final_accuracy": d["summary"]["final_accuracy"],
+            "dgc_final_accuracy": g["summary"]["final_accuracy"],
+            "dense_mean_round_s": d["mean_round_s"],
+            "dgc_mean_round_s": g["mean_round_s"],
+            "round_time_speedup": d["mean_round_s"] / g["mean_round_s"],
+            "mean_download_s": d["mean_download_s"],
+            "mean_compute_s": d["mean_compute_s"],
+            "dense_mean_upload_s": d["mean_upload_s"],
+            "dgc_mean_upload_s": g["mean_upload_s"],
+            "speedup_bound": (base + d["mean_upload_s"]) / (base + g["mean_upload_s"]),
+            "speedup_bound_zero_dgc_upload": (base + d["mean_upload_s"]) / base,
+            "dense_bytes_up": d["summary"]["bytes_up"],
+            "dgc_bytes_up": g["summary"]["bytes_up"],
+            "dgc_compression_ratio_up": g["summary"]["compression_ratio_up"],
+            "dense_wall_s": d["summary"]["wall_time_s"],
+            "dgc_wall_s": g["summary"]["wall_time_s"],
+        }
+    return out
+
+
+def fmt_t(t: float | None) -> str:
+    return "not reached" if t is None else f"{t:.0f} s ({t / 60:.1f} min)"
+
+
+def write_results(results: dict, figs: dict, scen: dict, path: Path) -> None:
+    target = scen["eval"]["target_accuracy"]
+    c = scen["compression"]
+    lines = [
+        BEGIN,
+        "## Mobile networks: simulated time to target, dense FedAvg vs DGC (issue #5)",
+        "",
+        (
+            f"`bench/mobile_time_to_target.py`, scenarios `scenarios/mnist_lte_dropouts.yaml` and "
+            f"`scenarios/mnist_3g_dropouts.yaml`: {scen['data']['num_clients']} phones, MNIST split by Dirichlet "
+            f"α = {scen['data']['alpha']}, `{scen['model']['name']}` (199,210 parameters, 0.80 MB fp32), "
+            f"{scen['client']['local_steps']} local SGD steps of batch {scen['client']['batch_size']} at lr "
+            f"{scen['client']['lr']}, C = {scen['strategy']['fraction']} with 130% over-selection (13 selected, the "
+            f"first 10 updates kept), exponential availability churn (mean online {scen['network']['mean_on_s']:.0f} s, "
+            f"offline {scen['network']['mean_off_s']:.0f} s), device tiers `mixed` (100/500/2000 samples/s), "
+            f"{scen['rounds']} rounds, target {100 * target:.0f}% test accuracy. DGC: density {c['density']} after a "
+            f"{c['warmup_rounds']}-round warm-up, plain error feedback (momentum correction off, as docs/dgc.md "
+            "advises for sparse participation). Dense: the same scenario with `--set compression.name=none`. "
+            "LTE links replay the mahimahi AT&T LTE driving, T-Mobile LTE and Verizon LTE traces (separate measured "
+            "up and down traces); 3G links replay ten Norway HSDPA traces (Pensieve), uplink = downlink × 0.84/1.5."
+        ),
+        "",
+        "![accuracy vs simulated time](img/mobile_time_to_target.png)",
+        "",
+        (
+            "| network | method | time to target | rounds to target | final acc. | mean round | upload MB (all) | "
+            "ratio on the wire | wall s |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for net in NETWORKS:
+        for method in METHODS:
+            r = results[f"{net}-{method}"]
+            s = r["summary"]
+            lines.append(
+                f"| {net} | {method} | {fmt_t(s['time_to_target_s'])} | {s['rounds_to_target'] or '–'} | "
+                f"{100 * s['final_accuracy']:.2f}% | {r['mean_round_s']:.1f} s | {s['bytes_up'] / 1e6:.1f} | "
+                f"{s['compression_ratio_up']:.1f}× | {s['wall_time_s']:.0f} |"
+            )
+    lines += [
+        "",
+        "Where the time goes (means over rounds of the kept clients' phase times) and the bound on the speed-up:",
+        "",
+        (
+            "| network | download s | compute s | upload s dense | upload s DGC | bound (d+c+u_dense)/(d+c+u_dgc) | "
+            "bound with a free upload | measured round-time ratio | measured time-to-target ratio |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for net, f in figs.items():
+        sp = f"{f['speedup_time_to_target']:.2f}×" if f["speedup_time_to_target"] else "–"
+        lines.append(
+            f"| {net} | {f['mean_download_s']:.2f} | {f['mean_compute_s']:.2f} | {f['dense_mean_upload_s']:.2f} | "
+            f"{f['dgc_mean_upload_s']:.2f} | {f['speedup_bound']:.2f}× | {f['speedup_bound_zero_dgc_upload']:.2f}× | "
+            f"{f['round_time_speedup']:.2f}× | {sp} |"
+        )
+    lines.append(END)
+    block = "\n".join(lines)
+    text = path.read_text() if path.is_file() else "# Results\n\n"
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + block + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(REPO / "runs" / "bench-mobile"))
+    parser.add_argument("--rounds", type=int, help="override the scenarios' rounds")
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--reuse", action="store_true", help="reuse run folders that already have summary.json")
+    parser.add_argument("--results", default=str(REPO / "docs" / "results.md"))
+    parser.add_argument("--no-write", action="store_true", help="do not touch docs/results.md or the plot")
+    args = parser.parse_args(argv)
+
+    scen = yaml.safe_load((REPO / "scenarios" / NETWORKS["lte"][0]).read_text())
+    extra = []
+    if args.rounds:
+        scen["rounds"] = args.rounds
+        extra.append(f"rounds={args.rounds}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {
+            f"{net}-{m}": pool.submit(run_one, net, m, out, extra, args.reuse) for net in NETWORKS for m in METHODS
+        }
+        results = {k: f.result() for k, f in futures.items()}
+    figs = figures(results)
+    if not args.no_write:
+        plot(results, scen["eval"]["target_accuracy"], PLOT)
+        write_results(results, figs, scen, Path(args.results))
+    figs["target_10x_met"] = all((f["speedup_time_to_target"] or 0) >= 10 for f in figs.values())
+    print(json.dumps(figs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
