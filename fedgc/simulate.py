@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         from fedgc.sweep import sweep_main
 
         return sweep_main(args.scenario, args.overrides, args.sweeps, args.out, args.quiet,
-                          resume=getattr(args, "resume", None))
+                          resume=getattr(args, "resume", None), check=getattr(args, "check", False))
     if (args.scenario is None) == (args.resume is None):
         print("error: give a scenario file, or --resume RUN_DIR (not both)", file=sys.stderr)
         return EXIT_INVALID

@@ -138,9 +138,24 @@ def run_sweep(base_tree: dict[str, Any], axes: list[SweepAxis], out_dir: Path, *
     return runs
 
 
+def check_points(base_tree: dict[str, Any], axes: list[SweepAxis]) -> list[str]:
+    """``--check`` for every point: load its data, build its model and network, train nothing."""
+    from fedgc.check import check_scenario
+    from fedgc.flower.setup import federated_data
+
+    lines = []
+    for point, scenario in plan(base_tree, axes):
+        try:
+            lines.append(f"{point.folder}: {check_scenario(scenario, federated_data(scenario))}")
+        except (ValueError, OSError) as err:
+            raise SweepError(f"{point.folder}: {err}".splitlines()[0]) from None
+    return lines
+
+
 def sweep_main(scenario_path: str | None, overrides: list[str], sweeps: list[str], out: str | None,
-               quiet: bool, resume: str | None = None) -> int:
-    """The ``--sweep`` path of ``python -m fedgc.simulate``; returns the exit code."""
+               quiet: bool, resume: str | None = None, check: bool = False) -> int:
+    """The ``--sweep`` path of ``python -m fedgc.simulate``; returns the exit code. With ``check``,
+    every point is checked (``--check``) and nothing runs."""
     from fedgc.simulate import EXIT_DIVERGED, EXIT_INVALID, default_out_dir
 
     def fail(message: str) -> int:
@@ -156,6 +171,9 @@ def sweep_main(scenario_path: str | None, overrides: list[str], sweeps: list[str
         for text in overrides:
             set_dotted(tree, *parse_override(text))
         axes = [SweepAxis.parse(spec) for spec in sweeps]
+        if check:
+            print("\n".join(f"ok: {line}" for line in check_points(tree, axes)))
+            return 0
         first_point_scenario = plan(tree, axes)[0][1]
         out_dir = Path(out) if out else default_out_dir(first_point_scenario.name)
         runs = run_sweep(tree, axes, out_dir, quiet=quiet, log=lambda line: print(line, file=sys.stderr))

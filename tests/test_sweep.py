@@ -95,3 +95,17 @@ def test_a_missing_scenario_file_is_one_line_and_exit_2(tmp_path, capsys):
 def test_sweep_axis_errors_name_the_spec():
     with pytest.raises(SweepError, match=r"^--sweep 'seed': expected KEY=VALUE1,VALUE2,\.\.\.$"):
         SweepAxis.parse("seed")
+
+
+def test_check_validates_every_point_and_runs_nothing(scenario_file, tmp_path, capsys):
+    out = tmp_path / "checked"
+    code = main([str(scenario_file), "--check", "--out", str(out), "--sweep", "network.profile=3g,wifi"])
+    printed = capsys.readouterr().out.splitlines()
+    assert code == 0 and not out.exists()
+    assert [line.split(": ")[:2] for line in printed] == [["ok", "network.profile=3g"], ["ok", "network.profile=wifi"]]
+
+
+def test_resume_does_not_apply_to_a_sweep(scenario_file, tmp_path, capsys):
+    code = main(["--resume", str(tmp_path), "--sweep", "compression.name=none,topk"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--resume does not apply" in err
