@@ -23,7 +23,16 @@ from pathlib import Path
 
 import tomli_w
 
-from fedgc.flower.runtime_processes import flower_env, flwr_run, free_port, start_superlink, write_connection
+from fedgc.flower.runtime_processes import (
+    flower_env,
+    flwr_run,
+    flwr_stop,
+    free_port,
+    sigterm_as_interrupt,
+    start_superlink,
+    started_run_id,
+    write_connection,
+)
 from fedgc.flower.setup import NODE_WAIT_S, OUT_DIR, QUIET, SCENARIO_PATH, SCENARIO_YAML
 from fedgc.metrics import Summary
 from fedgc.scenario import Scenario, dump_scenario
@@ -103,12 +112,19 @@ def run_on_simulation_runtime(scenario: Scenario, out_dir: Path | None, *, quiet
         env = flower_env(home)
         port = free_port()
         write_connection(home, CONNECTION, f"127.0.0.1:{port}")
-        link = start_superlink(port, logs, env, simulation=True)
-        try:
-            flwr_run(app_dir, CONNECTION, run_config, env, logs / "flwr-run.log",
-                     federation_config=[f"num-supernodes={scenario.data.num_clients}"])
-        finally:
-            link.stop()
+        with sigterm_as_interrupt():
+            link = start_superlink(port, logs, env, simulation=True)
+            try:
+                flwr_run(app_dir, CONNECTION, run_config, env, logs / "flwr-run.log",
+                         federation_config=[f"num-supernodes={scenario.data.num_clients}"])
+            except BaseException:
+                # Interrupted: stop the run first, so the simulation process shuts Ray down itself.
+                run_id = started_run_id(logs / "flwr-run.log")
+                if run_id is not None and link.running():
+                    flwr_stop(run_id, CONNECTION, env, logs / "flwr-run.log")
+                raise
+            finally:
+                link.stop()
         summary = out / "summary.json"
         if not summary.exists():
             raise FlowerRunFailed(f"the Flower run failed ({_last_error(logs / 'flwr-run.log')}); "

@@ -15,7 +15,9 @@ Flower 1.41 facts this relies on (read from the installed sources and ``--help``
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -139,3 +141,34 @@ def flwr_run(app_dir: Path, connection: str, run_config: Path, env: dict[str, st
     with open(log_path, "ab") as log:
         return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=timeout_s,
                               check=False)
+
+
+def started_run_id(log_path: Path) -> int | None:
+    """The run id ``flwr run`` printed ("Successfully started run N"), if it got that far."""
+    text = log_path.read_text(errors="replace") if log_path.exists() else ""
+    match = re.search(r"Successfully started run (\d+)", text)
+    return int(match.group(1)) if match else None
+
+
+def flwr_stop(run_id: int, connection: str, env: dict[str, str], log_path: Path) -> None:
+    """``flwr stop RUN_ID CONNECTION`` (best effort): the runtime ends the run's apps (and Ray)."""
+    with open(log_path, "ab") as log, contextlib.suppress(subprocess.TimeoutExpired):
+        subprocess.run([script("flwr"), "stop", str(run_id), connection], stdout=log, stderr=subprocess.STDOUT,
+                       env=env, timeout=60, check=False)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """SIGTERM raises KeyboardInterrupt meanwhile, so ``finally`` blocks stop the processes we started."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+from pathlib import Path
 
 import yaml
 
@@ -22,7 +23,17 @@ NODE_WAIT_S = "node-wait-s"  # how long the ServerApp waits for SuperNodes to co
 def scenario_from_run_config(run_config: dict) -> Scenario:
     if run_config.get(SCENARIO_YAML):
         return _scenario_from_text(str(run_config[SCENARIO_YAML]))
-    return load_scenario(str(run_config[SCENARIO_PATH]))
+    return load_scenario(str(_scenario_path(str(run_config[SCENARIO_PATH]))))
+
+
+def _scenario_path(path: str) -> Path:
+    """A relative scenario path is tried from the working directory, then from the app folder: on
+    Flower's runtimes the app runs from its installed FAB, which holds ``fedgc/`` and ``scenarios/``."""
+    candidate = Path(path)
+    if candidate.is_absolute() or candidate.exists():
+        return candidate
+    in_app = Path(__file__).resolve().parents[2] / candidate
+    return in_app if in_app.exists() else candidate
 
 
 @functools.lru_cache(maxsize=8)
