@@ -35,6 +35,8 @@ class RoundRecord:
     max_upload_s: float | None = None
     rejected_reasons: dict[str, int] = field(default_factory=dict)
     applied_nodes: list[int] = field(default_factory=list)  # whose updates the aggregate holds
+    skipped: bool = False  # fewer than strategy.min_clients updates: the model did not change
+    attempt: int = 0  # 0: the round's first attempt; k: its k-th retry (strategy.too_few: retry)
     client_upload_bytes: list[int] = field(default_factory=list)
     client_upload_s: list[float] = field(default_factory=list)
 
@@ -59,6 +61,7 @@ class Summary:
     clients_failed: int
     updates_rejected: int
     updates_applied: int
+    rounds_skipped: int = 0  # attempts that changed nothing (too few updates), retried or not
     stopped_reason: str = "completed"
 
 
@@ -100,7 +103,7 @@ class MetricsLog:
         dense_up = sum(r.dense_bytes_up for r in rows)
         return Summary(
             name=name,
-            rounds=len(rows),
+            rounds=len({r.round for r in rows}),
             final_accuracy=accuracies[-1] if accuracies else None,
             best_accuracy=max(accuracies) if accuracies else None,
             sim_time_s=rows[-1].sim_end_s if rows else 0.0,
@@ -117,6 +120,7 @@ class MetricsLog:
             clients_failed=sum(r.failed for r in rows),
             updates_rejected=sum(r.rejected for r in rows),
             updates_applied=sum(r.applied for r in rows),
+            rounds_skipped=sum(1 for r in rows if r.skipped),
             stopped_reason=stopped_reason,
         )
 

@@ -59,6 +59,9 @@ class ClientConfig(_Section):
 class StrategyConfig(_Section):
     fraction: float = Field(1.0, gt=0.0, le=1.0, description="fraction of clients selected per round")
     min_clients: int = Field(1, ge=1, description="fewest completed updates for a round to count")
+    too_few: Literal["skip", "retry"] = Field(
+        "skip", description="a round with fewer than min_clients updates: skip it, or retry it (same round number)")
+    max_retries: int = Field(3, ge=0, le=1000, description="too_few: retry — attempts after the first, then skip")
     server_optimizer: Literal["sgd", "momentum", "adam"] = "sgd"
     server_lr: float = Field(1.0, gt=0.0)
     server_momentum: float = Field(0.9, ge=0.0, lt=1.0, description="FedAvgM momentum (server_optimizer: momentum)")

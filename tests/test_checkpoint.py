@@ -140,3 +140,22 @@ def test_divergence_keeps_the_last_good_checkpoint_and_model(tmp_path, tiny_scen
     assert state["round"] == 2 and len((out / "metrics.jsonl").read_text().splitlines()) == 3
     kept = torch.load(out / "model.pt")
     assert all(torch.isfinite(w).all() and torch.equal(w, state["weights"][k]) for k, w in kept.items())
+
+
+def test_resume_with_retried_rounds_reproduces_the_metrics(tmp_path, tiny_scenario):
+    scenario = stateful_scenario(tiny_scenario, rounds=6, every=2)
+    scenario["strategy"].update(min_clients=3, too_few="retry", max_retries=2)
+    scenario["network"].update(mean_on_s=3.0, mean_off_s=3.0, over_selection=1.0)
+    path = write(tmp_path / "s.yaml", scenario)
+    full = tmp_path / "full"
+    assert run_cli(str(path), "--out", str(full)) == 0
+    lines = (full / "metrics.jsonl").read_text().splitlines(keepends=True)
+    state = torch.load(full / CHECKPOINT, weights_only=False)
+    assert state["round"] == 4 and state["metrics_rows"] > 4, "some rounds were retried before the checkpoint"
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    for name in ("scenario.yaml", CHECKPOINT):
+        shutil.copy(full / name, crashed / name)
+    (crashed / "metrics.jsonl").write_text("".join(lines[:-1]))
+    assert run_cli("--resume", str(crashed)) == 0
+    assert (crashed / "metrics.jsonl").read_bytes() == (full / "metrics.jsonl").read_bytes()

@@ -33,7 +33,8 @@ class CheckpointError(ValueError):
 
 @dataclass
 class RunState:
-    round: int  # rounds completed (and recorded in metrics.jsonl)
+    round: int  # rounds completed
+    metrics_rows: int  # rows of metrics.jsonl up to this checkpoint (a retried round has a row per attempt)
     weights: dict[str, torch.Tensor]
     optimizer_buffers: dict[str, torch.Tensor]
     strategy_rng: dict
@@ -108,12 +109,15 @@ def load(run_dir: Path) -> RunState:
     return RunState(**payload)
 
 
-def capture(completed_round: int, strategy, network: NetworkModel, inline_grid) -> RunState:
-    """The state after ``completed_round``; ``inline_grid`` holds the clients' contexts."""
+def capture(completed_round: int, metrics_rows: int, weights: dict[str, torch.Tensor], strategy,
+            network: NetworkModel, inline_grid) -> RunState:
+    """The state after ``completed_round`` (``weights``: the global model then); ``inline_grid`` holds
+    the clients' contexts."""
     blob, now = pickle_network(network)
     return RunState(
         round=completed_round,
-        weights={k: v.clone() for k, v in strategy.final_weights.items()},
+        metrics_rows=metrics_rows,
+        weights={k: v.clone() for k, v in weights.items()},
         optimizer_buffers={k: v.clone() for k, v in strategy.optimizer.buffers.items()},
         strategy_rng=strategy.rng.bit_generator.state,
         applied_since_last_message={n: list(r) for n, r in strategy.applied_since_last_message.items()},

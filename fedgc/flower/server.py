@@ -45,6 +45,10 @@ def _mean(values: list[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
+class RunComplete(Exception):
+    """The last round is done; ends Flower's loop early (it was sized for the worst case of retries)."""
+
+
 def density_schedule(scenario: Scenario):
     from fedgc.compress.warmup import warmup_density
 
@@ -68,7 +72,8 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
     rng = np.random.default_rng(scenario.seed)
     env = simpy.Environment()
     network = build_network(env, scenario.network, node_ids, np.random.default_rng(rng.integers(2**63)))
-    policy = SelectionPolicy(scenario.strategy.fraction, scenario.network.over_selection, scenario.strategy.min_clients)
+    policy = SelectionPolicy(scenario.strategy.fraction, scenario.network.over_selection, scenario.strategy.min_clients,
+                             retries=scenario.strategy.max_retries if scenario.strategy.too_few == "retry" else 0)
     keep_first = policy.wanted(len(node_ids)) if scenario.network.over_selection > 1.0 else None
     net_grid = NetworkGrid(grid, network, deadline_s=scenario.network.deadline_s, keep_first=keep_first)
     s = scenario.strategy
@@ -86,7 +91,7 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
                                              "(on Flower's runtimes the nodes hold their own state)")
         state = checkpoint.load(out_dir)
         net_grid.network = checkpoint.restore(state, strategy, inline)
-        rounds_done, rows = state.round, read_rows(out_dir / "metrics.jsonl", state.round)
+        rounds_done, rows = state.round, read_rows(out_dir / "metrics.jsonl", state.metrics_rows)
         initial = strategy.final_weights
     log = MetricsLog(out_dir / "metrics.jsonl" if out_dir else None, rows)
     progress = Progress(scenario.rounds, enabled=not quiet)
@@ -94,9 +99,9 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
     def evaluate_fn(loop_round: int, arrays: ArrayRecord) -> MetricRecord | None:
         if loop_round == 0:
             return None
-        server_round = rounds_done + loop_round
-        record = RoundRecord(round=server_round)
+        server_round = strategy.current_round
         traffic, stats = net_grid.last_round, strategy.last_stats
+        record = RoundRecord(round=server_round, skipped=stats.skipped, attempt=stats.attempt)
         if traffic is not None:
             timeline = traffic.timeline
             record.sim_start_s, record.sim_end_s = timeline.start, timeline.end
@@ -118,7 +123,7 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
         record.applied_nodes = sorted(stats.applied_nodes)
         record.train_loss, record.achieved_density = stats.train_loss, stats.achieved_density
         record.density = float(strategy.density_for_round(server_round))
-        if server_round % scenario.eval.every == 0 or server_round == scenario.rounds:
+        if not stats.retrying and (server_round % scenario.eval.every == 0 or server_round == scenario.rounds):
             model.load_state_dict(arrays.to_torch_state_dict())
             record.accuracy, record.loss = evaluate(model, data.test, scenario.eval.batch_size)
         log.append(record)
@@ -126,17 +131,23 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
         if record.loss is not None and not math.isfinite(record.loss):
             raise Diverged(f"round {server_round}: the global model's test loss is not finite")
         last_good["weights"] = strategy.final_weights or initial
+        if stats.retrying:
+            return None
+        if server_round == scenario.rounds:
+            raise RunComplete  # Flower's loop may have iterations left for retries that were not needed
         every = scenario.checkpoint_every
-        if inline is not None and out_dir is not None and every and server_round % every == 0 \
-                and server_round < scenario.rounds:
-            checkpoint.save(out_dir, checkpoint.capture(server_round, strategy, net_grid.network, inline))
+        if inline is not None and out_dir is not None and every and server_round % every == 0:
+            checkpoint.save(out_dir, checkpoint.capture(server_round, len(log.rows), last_good["weights"], strategy,
+                                                        net_grid.network, inline))
         return MetricRecord({"accuracy": record.accuracy}) if record.accuracy is not None else None
 
     last_good = {"weights": initial}  # the newest global model that passed its checks (what model.pt keeps)
     stopped = "completed"
     try:
         strategy.start(grid=net_grid, initial_arrays=ArrayRecord({k: v.contiguous() for k, v in initial.items()}),
-                       num_rounds=scenario.rounds - rounds_done, evaluate_fn=evaluate_fn)
+                       num_rounds=(scenario.rounds - rounds_done) * (1 + policy.retries), evaluate_fn=evaluate_fn)
+    except RunComplete:
+        pass
     except Diverged as err:
         stopped = f"diverged: {err}"
     finally:

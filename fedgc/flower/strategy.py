@@ -33,6 +33,8 @@ class AggregationStats:
     train_loss: float | None = None
     achieved_density: float | None = None
     skipped: bool = False
+    retrying: bool = False  # skipped, and the same round runs again
+    attempt: int = 0  # 0: the round's first attempt; k: its k-th retry
 
 
 @dataclass
@@ -55,6 +57,7 @@ class SelectionPolicy:
     fraction: float
     over_selection: float = 1.0
     min_clients: int = 1
+    retries: int = 0  # attempts after the first for a round with fewer than min_clients updates
 
     def wanted(self, total_nodes: int) -> int:
         """K: updates aggregated per round."""
@@ -87,8 +90,11 @@ class FedgcStrategy(FedAvg):
         self.last_stats = AggregationStats()
         self._weights: dict[str, torch.Tensor] = {}
         self.final_weights: dict[str, torch.Tensor] = {}
-        # Rounds done before this process started (a resumed run): Flower's loop counts from 1 again.
+        # Server round = Flower's loop round + offset: rounds done before this process started (a
+        # resumed run), minus the loop rounds spent on retries.
         self.round_offset = 0
+        self.current_round = 0
+        self.attempt = 0  # retries of the current round so far
 
     def summary(self) -> None:
         return None
@@ -96,6 +102,7 @@ class FedgcStrategy(FedAvg):
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
         server_round += self.round_offset
+        self.current_round = server_round
         self._weights = {k: v.to(torch.float32) for k, v in arrays.to_torch_state_dict().items()}
         online = sorted(grid.get_node_ids())
         count = min(len(online), self.policy.to_select(self.total_nodes))
@@ -150,7 +157,7 @@ class FedgcStrategy(FedAvg):
     def aggregate_train(self, server_round: int,
                         replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
         server_round += self.round_offset
-        stats = AggregationStats()
+        stats = AggregationStats(attempt=self.attempt)
         accepted: list[ClientUpdate] = []
         seen: set[int] = set()
         for reply in replies:
@@ -167,7 +174,14 @@ class FedgcStrategy(FedAvg):
         self.last_stats = stats
         if len(accepted) < self.policy.min_clients:
             stats.skipped = True
+            if self.attempt < self.policy.retries:
+                stats.retrying = True
+                self.attempt += 1
+                self.round_offset -= 1  # the next loop round runs this server round again
+            else:
+                self.attempt = 0
             return None, None
+        self.attempt = 0
         total = sum(u.num_examples for u in accepted)
         delta = aggregate_payloads([(u.num_examples / total * u.scale, u.payloads) for u in accepted], self.shapes)
         new_weights = self.optimizer.step(self._weights, delta)
