@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import tempfile
 from pathlib import Path
 
@@ -112,6 +113,9 @@ def run_on_simulation_runtime(scenario: Scenario, out_dir: Path | None, *, quiet
         env = flower_env(home)
         port = free_port()
         write_connection(home, CONNECTION, f"127.0.0.1:{port}")
+        if not quiet:
+            print(f"engine flower: local SuperLink on 127.0.0.1:{port}, {scenario.data.num_clients} simulated "
+                  f"SuperNodes; Flower's logs in {logs}", file=sys.stderr)
         with sigterm_as_interrupt():
             link = start_superlink(port, logs, env, simulation=True)
             try:
