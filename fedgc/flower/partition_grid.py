@@ -34,7 +34,7 @@ def poll_replies(grid: Grid, message_ids: Iterable[str], deadline: float | None,
     """Pull replies until every message has one or ``deadline`` (``time.monotonic``) passes.
 
     ``on_reply(reply)`` is called as each reply arrives; returning True stops early."""
-    pending = set(message_ids)
+    pending = {i for i in message_ids if i}  # Flower's HTTP grid returns None for a message it could not push
     replies: list[Message] = []
     while pending:
         pulled = list(grid.pull_messages(pending))
