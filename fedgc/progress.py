@@ -28,32 +28,49 @@ class RunSoFar:
             self.last_accuracy = record.accuracy
 
 
+def _sim_time(seconds: float) -> str:
+    if seconds < 100:
+        return f"{seconds:.1f}s"
+    return f"{seconds:,.0f}s" if seconds < 2 * 3600 else f"{seconds / 3600:,.1f}h"
+
+
+def _megabytes(count: int) -> str:
+    return f"{count / 1e6:.3f}MB" if count < 1e6 else f"{count / 1e6:,.2f}MB"
+
+
 def progress_text(record: RoundRecord, so_far: RunSoFar) -> str:
-    """``sim 1,234s acc 91.2% up 0.42MB down 3.10MB ok 5 cut 0 late 1`` (the bar shows the round)."""
+    """``sim 1,234s acc 91.2% up 0.420MB down 3.10MB ok 5 cut 0 late 1`` (the bar shows the round)."""
     acc = f"{so_far.last_accuracy * 100:.1f}%" if so_far.last_accuracy is not None else "-"
-    return (f"sim {record.sim_end_s:,.0f}s acc {acc} up {so_far.bytes_up / 1e6:.2f}MB "
-            f"down {so_far.bytes_down / 1e6:.2f}MB ok {record.completed} cut {record.cut} late {record.late}")
+    return (f"sim {_sim_time(record.sim_end_s)} acc {acc} up {_megabytes(so_far.bytes_up)} "
+            f"down {_megabytes(so_far.bytes_down)} ok {record.completed} cut {record.cut} late {record.late}")
 
 
 class Progress:
-    def __init__(self, rounds: int, enabled: bool = True) -> None:
+    """``history``: the rounds already done (a resumed run), so the bar and the totals start there."""
+
+    def __init__(self, rounds: int, enabled: bool = True, history: list[RoundRecord] | tuple = ()) -> None:
         self.bar = None
         self.so_far = RunSoFar()
+        for record in history:
+            self.so_far.add(record)
         if enabled and sys.stderr.isatty():
-            self.bar = tqdm(total=rounds, unit="round", dynamic_ncols=True, file=sys.stderr)
+            done = max((r.round for r in history), default=0)
+            self.bar = tqdm(total=rounds, initial=done, unit="round", dynamic_ncols=True, file=sys.stderr)
 
     @property
     def last_accuracy(self) -> float | None:
         return self.so_far.last_accuracy
 
     def update(self, record: RoundRecord, total_bytes_up: int | None = None) -> None:
-        """Called once per round with that round's record; totals are kept here
-        (``total_bytes_up``, the caller's running upload total, is accepted and not needed)."""
+        """Called with each round's record. ``total_bytes_up``: the caller's running upload total over
+        every round of the run (resumed rounds included); when given it is the one shown."""
         self.so_far.add(record)
+        if total_bytes_up is not None:
+            self.so_far.bytes_up = total_bytes_up
         if self.bar is None:
             return
         self.bar.set_postfix_str(progress_text(record, self.so_far), refresh=False)
-        self.bar.update(1)
+        self.bar.update(record.round - self.bar.n)  # the bar follows the round number (a retried round repeats it)
 
     def close(self) -> None:
         if self.bar is not None:

@@ -89,7 +89,10 @@ def test_progress_text_shows_time_accuracy_traffic_and_participation():
     last = record(2, bytes_up=500_000, bytes_down=4_000_000, completed=3)
     so_far.add(last)  # not evaluated: the last accuracy stays on the line
     text = progress_text(last, so_far)
-    assert text == "sim 20s acc 81.2% up 2.00MB down 8.00MB ok 3 cut 0 late 0"
+    assert text == "sim 20.0s acc 81.2% up 2.00MB down 8.00MB ok 3 cut 0 late 0"
+    long_run = record(500, completed=1)
+    long_run.sim_end_s = 4 * 3600
+    assert progress_text(long_run, RunSoFar(bytes_up=420_000)).startswith("sim 4.0h acc - up 0.420MB down 0.000MB")
 
 
 def test_progress_is_silent_when_stderr_is_not_a_terminal(capsys):
@@ -98,3 +101,10 @@ def test_progress_is_silent_when_stderr_is_not_a_terminal(capsys):
     progress.close()
     assert progress.bar is None and capsys.readouterr().err == ""
     assert progress.so_far.bytes_down == 20 and progress.last_accuracy == 0.5
+
+
+def test_progress_totals_start_from_the_rounds_already_done():
+    history = [record(1, bytes_up=100, bytes_down=1000, accuracy=0.4), record(2, bytes_up=100, bytes_down=1000)]
+    progress = Progress(rounds=5, enabled=True, history=history)
+    progress.update(record(3, bytes_up=50, bytes_down=1000), total_bytes_up=250)
+    assert (progress.so_far.bytes_up, progress.so_far.bytes_down, progress.last_accuracy) == (250, 3000, 0.4)
