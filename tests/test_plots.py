@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from fedgc.metrics import RoundRecord
-from fedgc.plots import COMPARE_PLOT_FILES, RUN_PLOT_FILES, RunSeries, accuracy_points, plot_comparison, plot_run
+from fedgc.plots import (
+    COMPARE_PLOT_FILES,
+    RUN_PLOT_FILES,
+    RunSeries,
+    accuracy_points,
+    merge_attempts,
+    plot_comparison,
+    plot_run,
+)
 from fedgc.plots.style import bytes_unit, time_unit
 from fedgc.progress import Progress, RunSoFar, progress_text
 from fedgc.scenario import validate
@@ -65,6 +73,15 @@ def test_accuracy_points_accumulate_uploads_and_skip_unevaluated_rounds():
     points = accuracy_points(rows)
     assert [(p.round, p.sim_time_s, p.uploaded_bytes, p.accuracy) for p in points] == [
         (1, 10.0, 100, 0.2), (3, 30.0, 175, 0.4)]
+
+
+def test_a_retried_round_is_one_bar_adding_up_its_attempts():
+    first = record(2, selected=3, completed=1, late=2, client_upload_bytes=[10], mean_upload_s=1.0)
+    retry = record(2, selected=3, completed=3, client_upload_bytes=[11, 12, 13], mean_upload_s=3.0)
+    merged = merge_attempts([record(1, selected=3, completed=3), first, retry])
+    assert [r.round for r in merged] == [1, 2]
+    assert (merged[1].round_duration_s, merged[1].completed, merged[1].late) == (20.0, 4, 2)
+    assert merged[1].client_upload_bytes == [10, 11, 12, 13] and merged[1].mean_upload_s == 2.0
 
 
 def test_comparison_overlays_are_written(tmp_path):

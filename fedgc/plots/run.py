@@ -47,17 +47,42 @@ def accuracy_points(rows: list[RoundRecord]) -> list[AccuracyPoint]:
     return points
 
 
+def _mean_or_none(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def merge_attempts(rows: list[RoundRecord]) -> list[RoundRecord]:
+    """One record per round number: a retried round's attempts (``strategy.too_few: retry``) add up
+    (durations, client counts, uploads); phase means are averaged over the attempts."""
+    by_round: dict[int, list[RoundRecord]] = {}
+    for r in rows:
+        by_round.setdefault(r.round, []).append(r)
+    merged = []
+    for number, attempts in by_round.items():
+        record = RoundRecord(round=number, round_duration_s=sum(a.round_duration_s for a in attempts))
+        for status in PARTICIPATION_COLORS:
+            setattr(record, status, sum(getattr(a, status) for a in attempts))
+        for phase in ("mean_download_s", "mean_compute_s", "mean_upload_s"):
+            setattr(record, phase, _mean_or_none([getattr(a, phase) for a in attempts]))
+        record.client_upload_bytes = [b for a in attempts for b in a.client_upload_bytes]
+        record.client_upload_s = [t for a in attempts for t in a.client_upload_s]
+        merged.append(record)
+    return merged
+
+
 def plot_run(rows: list[RoundRecord], out_dir: Path, title: str) -> list[Path]:
     """Write every per-run plot (``RUN_PLOT_FILES``) into ``out_dir``; returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     points = accuracy_points(rows)
+    rounds = merge_attempts(rows)
     return [
         _accuracy_vs_time(points, title, out_dir / "accuracy_vs_time.png"),
         _accuracy_vs_upload(points, title, out_dir / "accuracy_vs_upload.png"),
-        _round_duration(rows, title, out_dir / "round_duration.png"),
-        _participation(rows, title, out_dir / "participation.png"),
-        _distribution({r.round: r.client_upload_bytes for r in rows}, "bytes", title, out_dir / "upload_bytes.png"),
-        _distribution({r.round: r.client_upload_s for r in rows}, "seconds", title, out_dir / "upload_time.png"),
+        _round_duration(rounds, title, out_dir / "round_duration.png"),
+        _participation(rounds, title, out_dir / "participation.png"),
+        _distribution({r.round: r.client_upload_bytes for r in rounds}, "bytes", title, out_dir / "upload_bytes.png"),
+        _distribution({r.round: r.client_upload_s for r in rounds}, "seconds", title, out_dir / "upload_time.png"),
     ]
 
 
