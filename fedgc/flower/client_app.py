@@ -9,13 +9,13 @@ the memory, so an upload that was cut or late is never lost.
 from __future__ import annotations
 
 import torch
-from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from fedgc.compress.base import CompressionContext
 from fedgc.compress.memory import Memory
 from fedgc.compress.update import build_compression, compress_update
-from fedgc.flower.codec import encode_update
+from fedgc.flower.codec import encode_update, pack_state, unpack_state
 from fedgc.flower.setup import federated_data, scenario_from_run_config
 from fedgc.models import build_model
 from fedgc.training import LocalTrainResult, evaluate, steps_for_epochs, train_local
@@ -27,12 +27,11 @@ app = ClientApp()
 
 
 def _load_tensors(context: Context, key: str) -> dict[str, torch.Tensor]:
-    record = context.state.array_records.get(key)
-    return dict(record.to_torch_state_dict()) if record is not None else {}
+    return unpack_state(context.state.array_records.get(key))
 
 
 def _store_tensors(context: Context, key: str, tensors: dict[str, torch.Tensor]) -> None:
-    context.state[key] = ArrayRecord({k: v.contiguous() for k, v in tensors.items()})
+    context.state[key] = pack_state(tensors)  # a mostly-zero tensor (a pending DGC update) kept sparse
 
 
 def settle_pending(memory: Memory, pending: dict[str, torch.Tensor], applied_rounds: set[int]) -> None:

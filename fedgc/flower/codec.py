@@ -244,3 +244,60 @@ def decode_update(record: ArrayRecord, shapes: dict[str, tuple[int, ...]]) -> di
     except (ValueError, TypeError) as err:
         raise CodecError("bad-array", str(err)) from None
     return decode_bytes(data, shapes)
+
+
+# Client state records ---------------------------------------------------------------------------
+# How the ClientApp keeps tensors in ``context.state`` between rounds. A mostly-zero tensor (a sent
+# DGC update kept as pending: 1% of its entries) is stored as its nonzero entries; every other tensor
+# as it is. Lossless: unpacking gives the same bits (a -0.0 or NaN counts as nonzero).
+STATE_INDICES, STATE_VALUES, STATE_SHAPE = "sparse-indices/", "sparse-values/", "sparse-shape/"
+_SAME_SIZE_INT = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}
+
+
+def _bits(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` flat, viewed as integers of the same size (nonzero exactly where a bit is set)."""
+    flat = tensor.reshape(-1)
+    if flat.is_floating_point() and flat.element_size() in _SAME_SIZE_INT:
+        flat = flat.view(_SAME_SIZE_INT[flat.element_size()])
+    return flat
+
+
+def pack_state(tensors: dict[str, torch.Tensor]) -> ArrayRecord:
+    """``tensors`` as an ``ArrayRecord`` for ``context.state``: sparse where that is under a third of dense."""
+    arrays: dict[str, Array] = {}
+    for name, tensor in tensors.items():
+        if name.startswith((STATE_INDICES, STATE_VALUES, STATE_SHAPE)):
+            raise ValueError(f"tensor name {name!r} starts with a reserved prefix")
+        tensor = tensor.detach()
+        if tensor.is_floating_point() and tensor.numel() >= 64:
+            bits = _bits(tensor)
+            index_dtype = torch.int32 if tensor.numel() < 2**31 else torch.int64
+            sparse_bytes = int(torch.count_nonzero(bits)) * (tensor.element_size() + index_dtype.itemsize)
+            if 3 * sparse_bytes < tensor.numel() * tensor.element_size():
+                nonzero = bits.nonzero().view(-1)
+                arrays[STATE_INDICES + name] = Array(nonzero.to(index_dtype).numpy())
+                arrays[STATE_VALUES + name] = Array(tensor.reshape(-1)[nonzero].numpy())
+                arrays[STATE_SHAPE + name] = Array(np.asarray(tensor.shape, dtype=np.int64))
+                continue
+        arrays[name] = Array(tensor.contiguous().numpy())
+    return ArrayRecord(arrays)
+
+
+def unpack_state(record: ArrayRecord | None) -> dict[str, torch.Tensor]:
+    """The tensors ``pack_state`` stored, in their original order, dense."""
+    if record is None:
+        return {}
+    tensors: dict[str, torch.Tensor] = {}
+    for key in record:
+        if key.startswith((STATE_VALUES, STATE_SHAPE)):
+            continue
+        if key.startswith(STATE_INDICES):
+            name = key.removeprefix(STATE_INDICES)
+            values = torch.from_numpy(record[STATE_VALUES + name].numpy())
+            shape = tuple(int(d) for d in record[STATE_SHAPE + name].numpy())
+            dense = torch.zeros(math.prod(shape), dtype=values.dtype)
+            dense[torch.from_numpy(record[key].numpy()).to(torch.int64)] = values
+            tensors[name] = dense.reshape(shape)
+        else:
+            tensors[key] = torch.from_numpy(record[key].numpy())
+    return tensors

@@ -8,14 +8,19 @@ the sum of those byte strings: what a SuperNode and SuperLink actually exchange 
 from __future__ import annotations
 
 from flwr.app import Message
-from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
+from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects, no_object_id_recompute
 from flwr.supercore.inflatable.inflatable_utils import inflate_object_from_contents
 
 
 def deflate_message(message: Message) -> tuple[str, dict[str, bytes]]:
-    """(object id of the message, {object id: deflated bytes}) for the whole object tree."""
-    objects = get_all_nested_objects(message)
-    return message.object_id, {object_id: obj.deflate() for object_id, obj in objects.items()}
+    """(object id of the message, {object id: deflated bytes}) for the whole object tree.
+
+    As Flower does when it pushes a message, each object's id (the SHA-256 of its deflated bytes) is
+    computed once per call, not again for every parent whose header lists it.
+    """
+    with no_object_id_recompute():
+        objects = get_all_nested_objects(message)
+        return message.object_id, {object_id: obj.deflate() for object_id, obj in objects.items()}
 
 
 def wire_size(contents: dict[str, bytes]) -> int:

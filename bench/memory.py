@@ -1,0 +1,131 @@
+"""Benchmark: peak memory of 1,000 stateful DGC clients of the MNIST CNN (1,663,370 parameters).
+
+The run: real MNIST split iid over ``--clients`` clients (60 samples each at 1,000), McMahan et al.'s
+CNN (``mnist_cnn``), DGC at 1% density with momentum correction and masking (the client keeps a
+momentum u and a velocity v per parameter between rounds, plus the updates it sent but has not yet
+heard were applied), ``--fraction`` of the clients per round, ``--rounds`` rounds, one local step of
+batch 10, the inline engine with ``lte`` links.
+
+Naive bookkeeping (fp32 u and v for every client) needs 2 · 4 B · 1,663,370 · 1,000 = 13.3 GB.
+The run happens in a child process; its peak resident set size is ``ru_maxrss`` of the child
+(``resource.getrusage(RUSAGE_CHILDREN)``). The child also reports how many clients hold state and
+how many bytes their ``context.state`` records hold at the end. Target: peak_rss_gb <= 6.
+
+    .venv/bin/python bench/memory.py [--clients 1000] [--rounds 5] [--fraction 0.1]
+
+The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+NAIVE_BYTES_PER_PARAM = 8  # fp32 momentum + fp32 velocity
+
+
+def scenario(clients: int, rounds: int, fraction: float, root: str) -> dict:
+    return {
+        "name": "bench-memory", "seed": 0, "rounds": rounds,
+        "data": {"dataset": "mnist", "root": root, "num_clients": clients, "partition": "iid",
+                 "max_test_samples": 1000},
+        "model": {"name": "mnist_cnn"},
+        "client": {"local_steps": 1, "batch_size": 10, "lr": 0.05},
+        "compression": {"name": "dgc", "density": 0.01},
+        "strategy": {"fraction": fraction},
+        "network": {"profile": "lte"},
+        "eval": {"every": rounds, "batch_size": 500},
+    }
+
+
+def child(args: argparse.Namespace) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    from flwr.common.constant import SUPERLINK_NODE_ID
+    from flwr.supercore.task_identity import TaskIdentity
+
+    from fedgc.flower.client_app import app as client_app
+    from fedgc.flower.inline_grid import InlineGrid
+    from fedgc.flower.server import run_server
+    from fedgc.flower.setup import SCENARIO_YAML
+    from fedgc.models import build_model, parameter_count
+    from fedgc.scenario import dump_scenario, validate
+
+    sc = validate(scenario(args.clients, args.rounds, args.fraction, args.data_root))
+    grid = InlineGrid(client_app, sc.data.num_clients, {SCENARIO_YAML: dump_scenario(sc)})
+    # As fedgc.engines.run_inline, keeping the grid to read the clients' contexts afterwards.
+    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, grid.run.run_id, SUPERLINK_NODE_ID
+    t0 = time.perf_counter()
+    summary = run_server(grid, sc, None, quiet=True)
+    wall = time.perf_counter() - t0
+
+    def state_bytes(context) -> int:
+        return sum(record.count_bytes() for record in context.state.array_records.values())
+
+    holding = [state_bytes(c) for c in grid.contexts.values()]
+    params = parameter_count(build_model("mnist_cnn", (1, 28, 28), 10, 0))
+    print(json.dumps({
+        "clients_with_state": sum(1 for b in holding if b > 0),
+        "state_bytes": sum(holding),
+        "state_bytes_per_stateful_client": max(holding) if holding else 0,
+        "params": params,
+        "final_accuracy": summary.final_accuracy,
+        "bytes_up": summary.bytes_up,
+        "run_s": round(wall, 2),
+    }))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--fraction", type=float, default=0.1)
+    parser.add_argument("--data-root", default=str(REPO.parent / "shared" / "data" / "mnist"))
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args)
+        return
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, __file__, "--child", "--clients", str(args.clients), "--rounds", str(args.rounds),
+           "--fraction", str(args.fraction), "--data-root", args.data_root]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        raise SystemExit(f"child failed with exit code {proc.returncode}")
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    naive = NAIVE_BYTES_PER_PARAM * report["params"] * args.clients
+    peak = peak_kb * 1024
+    print(f"clients {args.clients}, rounds {args.rounds}, fraction {args.fraction}: "
+          f"{report['clients_with_state']} clients hold state")
+    print(f"peak RSS                 {peak / 1e9:8.3f} GB   (target <= 6)")
+    print(f"naive fp32 u+v, all      {naive / 1e9:8.3f} GB")
+    print(f"context.state at the end {report['state_bytes'] / 1e9:8.3f} GB "
+          f"({report['state_bytes_per_stateful_client'] / report['params']:.2f} B/param per stateful client)")
+    print(f"final accuracy {report['final_accuracy']}, wall {wall:.1f} s")
+    print(json.dumps({
+        "peak_rss_gb": round(peak / 1e9, 3),
+        "naive_gb": round(naive / 1e9, 3),
+        "state_gb": round(report["state_bytes"] / 1e9, 3),
+        "clients_with_state": report["clients_with_state"],
+        "state_bytes_per_param_per_stateful_client": round(report["state_bytes_per_stateful_client"] / report["params"], 3),
+        "clients": args.clients, "rounds": args.rounds, "fraction": args.fraction,
+        "final_accuracy": report["final_accuracy"], "bytes_up": report["bytes_up"],
+        "wall_s": round(wall, 1), "target_peak_rss_gb": 6.0,
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Client state in ``context.state``: stored compactly, losslessly, and only for clients that trained."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from fedgc.flower.codec import STATE_INDICES, pack_state, unpack_state
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.is_floating_point():
+        ints = {8: torch.int64, 4: torch.int32, 2: torch.int16}[a.element_size()]
+        return torch.equal(a.reshape(-1).view(ints), b.reshape(-1).view(ints))
+    return torch.equal(a, b)
+
+
+def test_pack_state_round_trips_every_bit():
+    generator = torch.Generator().manual_seed(0)
+    sparse = torch.zeros(40, 50)
+    sparse.view(-1)[torch.randperm(2000, generator=generator)[:20]] = torch.randn(20, generator=generator)
+    sparse.view(-1)[7] = -0.0  # a sent value that is negative zero must come back as -0.0
+    sparse.view(-1)[11] = float("nan")
+    tensors = {
+        "3/layer.weight": sparse,
+        "3/layer.bias": torch.randn(50, generator=generator),
+        "dense": torch.randn(30, 30, generator=generator),
+        "half": torch.zeros(500, dtype=torch.float16).index_fill_(0, torch.tensor([4, 9]), 1.5),
+        "scalar": torch.tensor(2.5),
+        "empty": torch.zeros(0, 3),
+        "all-zero": torch.zeros(300),
+        "counts": torch.arange(10),
+    }
+    record = pack_state(tensors)
+    back = unpack_state(record)
+    assert list(back) == list(tensors)  # same names, same order
+    for name, tensor in tensors.items():
+        assert same_bits(back[name], tensor), name
+    assert STATE_INDICES + "3/layer.weight" in record  # stored sparse
+    assert STATE_INDICES + "all-zero" in record and STATE_INDICES + "half" in record
+    assert "dense" in record and "3/layer.bias" in record  # stored as they are
+
+
+def test_sparse_state_is_smaller_than_dense():
+    tensor = torch.zeros(100_000)
+    tensor[::100] = 1.0  # 1% nonzero, like a pending DGC update at density 0.01
+    packed = pack_state({"w": tensor}).count_bytes()
+    assert packed < 0.1 * tensor.numel() * 4
+
+
+def test_reserved_names_are_refused():
+    with pytest.raises(ValueError, match="reserved"):
+        pack_state({STATE_INDICES + "x": torch.zeros(100)})
+
+
+def test_unpack_nothing():
+    assert unpack_state(None) == {}
+
+
+def test_dgc_clients_keep_momentum_velocity_and_a_sparse_pending_update(tiny_scenario):
+    from flwr.common.constant import SUPERLINK_NODE_ID
+    from flwr.supercore.task_identity import TaskIdentity
+
+    from fedgc.flower.client_app import MEMORY_KEY, PENDING_KEY
+    from fedgc.flower.client_app import app as client_app
+    from fedgc.flower.inline_grid import InlineGrid
+    from fedgc.flower.server import run_server
+    from fedgc.flower.setup import SCENARIO_YAML
+    from fedgc.scenario import dump_scenario, validate
+
+    tiny_scenario["data"]["num_clients"] = 8
+    tiny_scenario["rounds"] = 1
+    tiny_scenario["strategy"]["fraction"] = 0.25
+    tiny_scenario["compression"] = {"name": "dgc", "density": 0.02}
+    scenario = validate(tiny_scenario)
+    grid = InlineGrid(client_app, 8, {SCENARIO_YAML: dump_scenario(scenario)})
+    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, grid.run.run_id, SUPERLINK_NODE_ID
+    run_server(grid, scenario, None, quiet=True)
+
+    trained = [c for c in grid.contexts.values() if len(c.state.array_records)]
+    assert len(trained) == 2
+    # Clients that were never selected hold nothing.
+    assert all(not c.state.array_records for c in grid.contexts.values() if c not in trained)
+    for context in trained:
+        memory = unpack_state(context.state.array_records[MEMORY_KEY])
+        pending = unpack_state(context.state.array_records[PENDING_KEY])
+        params = sum(t.numel() for n, t in memory.items() if n.startswith("dgc_velocity/"))
+        dense_bytes = 4 * params
+        assert sum(t.numel() for t in pending.values()) == params  # the whole update comes back dense
+        assert context.state.array_records[PENDING_KEY].count_bytes() < 0.25 * dense_bytes
+        # momentum + velocity, fp32, nothing duplicated
+        assert math.isclose(context.state.array_records[MEMORY_KEY].count_bytes(), 2 * dense_bytes, rel_tol=0.05)
