@@ -94,7 +94,7 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
         rounds_done, rows = state.round, read_rows(out_dir / "metrics.jsonl", state.metrics_rows)
         initial = strategy.final_weights
     log = MetricsLog(out_dir / "metrics.jsonl" if out_dir else None, rows)
-    progress = Progress(scenario.rounds, enabled=not quiet)
+    progress = Progress(scenario.rounds, enabled=not quiet, history=rows)
 
     def evaluate_fn(loop_round: int, arrays: ArrayRecord) -> MetricRecord | None:
         if loop_round == 0:
