@@ -249,8 +249,11 @@ def decode_update(record: ArrayRecord, shapes: dict[str, tuple[int, ...]]) -> di
 # Client state records ---------------------------------------------------------------------------
 # How the ClientApp keeps tensors in ``context.state`` between rounds. A mostly-zero tensor (a sent
 # DGC update kept as pending: 1% of its entries) is stored as its nonzero entries; every other tensor
-# as it is. Lossless: unpacking gives the same bits (a -0.0 or NaN counts as nonzero).
+# as it is. Lossless: unpacking gives the same bits (a -0.0 or NaN counts as nonzero). NumPy has
+# no bfloat16, so a bfloat16 tensor is stored as its int16 bit pattern under ``STATE_BF16``.
 STATE_INDICES, STATE_VALUES, STATE_SHAPE = "sparse-indices/", "sparse-values/", "sparse-shape/"
+STATE_BF16 = "bfloat16/"
+_RESERVED = (STATE_INDICES, STATE_VALUES, STATE_SHAPE, STATE_BF16)
 _SAME_SIZE_INT = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}
 
 
@@ -266,9 +269,12 @@ def pack_state(tensors: dict[str, torch.Tensor]) -> ArrayRecord:
     """``tensors`` as an ``ArrayRecord`` for ``context.state``: sparse where that is under a third of dense."""
     arrays: dict[str, Array] = {}
     for name, tensor in tensors.items():
-        if name.startswith((STATE_INDICES, STATE_VALUES, STATE_SHAPE)):
+        if name.startswith(_RESERVED):
             raise ValueError(f"tensor name {name!r} starts with a reserved prefix")
         tensor = tensor.detach()
+        if tensor.dtype == torch.bfloat16:
+            arrays[STATE_BF16 + name] = Array(tensor.contiguous().view(torch.int16).numpy())
+            continue
         if tensor.is_floating_point() and tensor.numel() >= 64:
             bits = _bits(tensor)
             index_dtype = torch.int32 if tensor.numel() < 2**31 else torch.int64
@@ -291,7 +297,9 @@ def unpack_state(record: ArrayRecord | None) -> dict[str, torch.Tensor]:
     for key in record:
         if key.startswith((STATE_VALUES, STATE_SHAPE)):
             continue
-        if key.startswith(STATE_INDICES):
+        if key.startswith(STATE_BF16):
+            tensors[key.removeprefix(STATE_BF16)] = torch.from_numpy(record[key].numpy()).view(torch.bfloat16)
+        elif key.startswith(STATE_INDICES):
             name = key.removeprefix(STATE_INDICES)
             values = torch.from_numpy(record[STATE_VALUES + name].numpy())
             shape = tuple(int(d) for d in record[STATE_SHAPE + name].numpy())
