@@ -106,7 +106,7 @@ def test_partition_grid_labels_nodes_by_partition(tiny_scenario):
     from flwr.common.constant import SUPERLINK_NODE_ID
     from flwr.supercore.task_identity import TaskIdentity
 
-    from fedgc.flower.client_component import app
+    from fedgc.flower.client_app import app
     from fedgc.flower.inline_grid import InlineGrid
     from fedgc.flower.partition_grid import PartitionGrid
     from fedgc.flower.setup import SCENARIO_YAML

@@ -16,6 +16,7 @@ from fedgc.compress.base import CompressionContext
 from fedgc.compress.memory import Memory
 from fedgc.compress.update import build_compression, compress_update
 from fedgc.flower.codec import encode_update, pack_state, unpack_state
+from fedgc.flower.partition_grid import PARTITION_QUERY
 from fedgc.flower.setup import federated_data, scenario_from_run_config
 from fedgc.models import build_model
 from fedgc.training import LocalTrainResult, evaluate, steps_for_epochs, train_local
@@ -113,3 +114,15 @@ def evaluate_local(msg: Message, context: Context) -> Message:
     accuracy, loss = evaluate(model, local)
     metrics = MetricRecord({"num-examples": len(local), "accuracy": accuracy, "loss": loss})
     return Message(RecordDict({"metrics": metrics}), reply_to=msg)
+
+
+@app.query(PARTITION_QUERY.split(".", 1)[1])
+def report_partition(msg: Message, context: Context) -> Message:
+    """Which partition this node holds, for the server's census on Flower's runtimes
+    (``fedgc.flower.partition_grid``); set with ``--node-config "partition-id=P num-partitions=N"``."""
+    config = context.node_config
+    if "partition-id" not in config:
+        raise ValueError('this SuperNode has no partition-id: start it with --node-config "partition-id=P ..."')
+    record = MetricRecord({"partition-id": int(config["partition-id"]),
+                           "num-partitions": int(config.get("num-partitions", 0))})
+    return Message(RecordDict({"partition": record}), reply_to=msg)

@@ -58,7 +58,7 @@ publisher = "fedgc"
 
 [tool.flwr.app.components]
 serverapp = "fedgc.flower.server_app:app"
-clientapp = "fedgc.flower.client_component:app"
+clientapp = "fedgc.flower.client_app:app"
 
 [tool.flwr.app.config]
 scenario = ""

@@ -8,7 +8,7 @@ each engine and run (and ids of 2**63 or more, mixed with smaller ones, turn num
 float64 and lose digits).
 
 ``PartitionGrid`` asks every node once which partition it holds (a ``query.partition`` message,
-answered by ``fedgc.flower.client_component``) and presents node ``p`` as id ``p + 1``: the ids the
+answered by ``fedgc.flower.client_app.report_partition``) and presents node ``p`` as id ``p + 1``: the ids the
 inline engine gives its nodes. Selection, links and metrics are then identical on every engine for
 a seed. The census messages are not training traffic and are not counted in the byte metrics.
 """
