@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -94,3 +95,21 @@ def test_dgc_clients_keep_momentum_velocity_and_a_sparse_pending_update(tiny_sce
         assert context.state.array_records[PENDING_KEY].count_bytes() < 0.25 * dense_bytes
         # momentum + velocity, fp32, nothing duplicated
         assert math.isclose(context.state.array_records[MEMORY_KEY].count_bytes(), 2 * dense_bytes, rel_tol=0.05)
+
+
+@pytest.mark.parametrize("array", [
+    np.arange(10, dtype=np.float32), np.array(3.0, dtype=np.float32), np.zeros((0, 3), np.float32),
+    np.linspace(0, 1, 60).astype(np.float16).reshape(3, 4, 5), np.arange(7, dtype=np.int32),
+    np.arange(12, dtype=np.int64).reshape(3, 4), np.arange(25.0).reshape(5, 5).T, np.array([], dtype=np.int32),
+], ids=lambda a: f"{a.dtype}{a.shape}")
+def test_state_arrays_are_the_bytes_flower_writes(array):
+    from flwr.app import Array
+
+    from fedgc.flower.codec import _array, _tensor
+
+    fast, flower = _array(array), Array(np.ascontiguousarray(array) if array.ndim else array)
+    assert (fast.data, fast.dtype, tuple(fast.shape), fast.stype) == (flower.data, flower.dtype, tuple(flower.shape), flower.stype)
+    for stored in (fast, flower):
+        back = _tensor(stored)
+        assert back.shape == array.shape and np.array_equal(back.numpy(), array)
+        assert back.numpy().flags.writeable
