@@ -198,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO / "runs" / "bench-dgc-mnist"))
     parser.add_argument("--rounds", type=int, help="override the scenario's rounds")
+    parser.add_argument("--seed", type=int, help="override the scenario's seed (use another --out)")
     parser.add_argument("--jobs", type=int, default=1, help="runs in parallel")
     parser.add_argument("--only", nargs="*", help="run only these variants")
     parser.add_argument("--extra", action="store_true", help="also run momentum_correction=false without any momentum")
@@ -216,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds:
         scenario["rounds"] = args.rounds
         base_sets.append(f"rounds={args.rounds}")
+    if args.seed is not None:
+        scenario["seed"] = args.seed
+        base_sets.append(f"seed={args.seed}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     todo = variants(scenario["compression"]["momentum"], args.extra)

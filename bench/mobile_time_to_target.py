@@ -250,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO / "runs" / "bench-mobile"))
     parser.add_argument("--rounds", type=int, help="override the scenarios' rounds")
+    parser.add_argument("--seed", type=int, help="override the scenario's seed (use another --out)")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--reuse", action="store_true", help="reuse run folders that already have summary.json")
     parser.add_argument("--results", default=str(REPO / "docs" / "results.md"))
@@ -261,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds:
         scen["rounds"] = args.rounds
         extra.append(f"rounds={args.rounds}")
+    if args.seed is not None:
+        scen["seed"] = args.seed
+        extra.append(f"seed={args.seed}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
