@@ -12,7 +12,9 @@ the final model on 1,000 test samples.
               client resources) with plain ``FedAvg`` and a ClientApp running the same loop as (a).
 
 (a) and (b) run in this process, interleaved ``--reps`` times (data loaded and every import done
-before timing); the figure is the median. (c) runs once, timed around ``run_simulation`` (Ray start
+before timing); the figure is the ratio of the median wall times (``fedgc_over_bare``), with the
+ratio of median process CPU times next to it (``fedgc_over_bare_cpu``, less sensitive to other jobs
+on the machine). (c) runs once, timed around ``run_simulation`` (Ray start
 included; ``flower_rounds_s`` is the time from the first to the end of the last round, measured in
 its ServerApp). Torch uses one thread in every process (``OMP_NUM_THREADS=1``), so the three get the
 same compute and the ratios measure software overhead. Targets: fedgc_over_bare <= 1.15.
