@@ -13,9 +13,8 @@ how many bytes their ``context.state`` records hold at the end. Target: peak_rss
 
     .venv/bin/python bench/memory.py [--clients 1000] [--rounds 5] [--fraction 0.1] [--momentum-dtype bf16]
 
-``--momentum-dtype bf16`` measures the opt-in precision trade-off of ``DGCMemory(momentum_dtype=...)``
-(u stored in bfloat16 between rounds, v exact in fp32: 6 instead of 8 B/param). It is not a scenario
-key yet, so the child sets it on every memory ``DGC.make_memory`` builds.
+``--momentum-dtype bf16`` measures the opt-in precision trade-off ``compression.momentum_dtype: bf16``
+(u stored in bfloat16 between rounds, v exact in fp32: 6 instead of 8 B/param).
 
 The last line printed is one JSON object.
 """
@@ -63,18 +62,9 @@ def child(args: argparse.Namespace) -> None:
     from fedgc.models import build_model, parameter_count
     from fedgc.scenario import dump_scenario, validate
 
-    if args.momentum_dtype == "bf16":
-        from fedgc.compress.dgc import DGC
-
-        make_memory = DGC.make_memory.__func__
-
-        def bf16_memory(cls, config):
-            memory = make_memory(cls, config)
-            memory.momentum_dtype = torch.bfloat16
-            return memory
-
-        DGC.make_memory = classmethod(bf16_memory)
-    sc = validate(scenario(args.clients, args.rounds, args.fraction, args.data_root))
+    tree = scenario(args.clients, args.rounds, args.fraction, args.data_root)
+    tree["compression"]["momentum_dtype"] = args.momentum_dtype  # the scenario key compression.momentum_dtype
+    sc = validate(tree)
     grid = InlineGrid(client_app, sc.data.num_clients, {SCENARIO_YAML: dump_scenario(sc)})
     # As fedgc.engines.run_inline, keeping the grid to read the clients' contexts afterwards.
     TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, grid.run.run_id, SUPERLINK_NODE_ID

@@ -84,3 +84,12 @@ def test_bfloat16_state_takes_six_bytes_per_parameter():
     assert back[MOMENTUM_KEY + "fc.weight"].dtype == torch.bfloat16
     assert torch.equal(back[MOMENTUM_KEY + "fc.weight"].view(torch.int16),
                        memory.state_dict()[MOMENTUM_KEY + "fc.weight"].view(torch.int16))
+
+
+def test_the_scenario_key_selects_the_momentum_storage():
+    from fedgc.compress.config import CompressionConfig
+    from fedgc.compress.update import build_compression
+
+    _, default = build_compression(CompressionConfig(name="dgc"))
+    _, bf16 = build_compression(CompressionConfig(name="dgc", momentum_dtype="bf16"))
+    assert default.momentum_dtype == torch.float32 and bf16.momentum_dtype == torch.bfloat16

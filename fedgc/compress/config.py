@@ -23,6 +23,9 @@ class CompressionConfig(BaseModel):
     momentum_masking: bool = Field(True, description="zero the momentum u where entries were sent")
     clip_norm: float | None = Field(None, gt=0.0, description="local gradient clipping threshold before N^-1/2 scaling")
     warmup_rounds: int = Field(0, ge=0, description="rounds of exponentially rising sparsity before `density`")
+    momentum_dtype: Literal["fp32", "bf16"] = Field(
+        "fp32", description="how DGC stores its momentum u between rounds (bf16: 2 B/param less per client, "
+                            "a documented precision trade-off; v stays fp32, nothing is lost)")
     sample_ratio: float = Field(0.01, gt=0.0, le=1.0, description="fraction of |v| sampled to estimate the top-k threshold")
     # The baselines (docs/compressors.md). Each is read only by the compressor named in the comment.
     threshold: float = Field(1e-3, gt=0.0, description="threshold: send entries with |x| >= threshold")

@@ -108,6 +108,7 @@ class DGC(Compressor):
             momentum_correction=config.momentum_correction,
             momentum_masking=config.momentum_masking,
             dense_small_tensors=config.dense_small_tensors,
+            momentum_dtype=torch.bfloat16 if config.momentum_dtype == "bf16" else torch.float32,
         )
 
     def prepare_update(self, update: dict[str, torch.Tensor], ctx: CompressionContext) -> dict[str, torch.Tensor]:
