@@ -6,6 +6,13 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same cases on every run (CI must be deterministic). To hunt for new
+# failing cases locally: HYPOTHESIS_PROFILE=explore pytest ...
+settings.register_profile("deterministic", derandomize=True, database=None, deadline=None)
+settings.register_profile("explore", deadline=None, max_examples=2000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedgc.flower.codec import STATE_INDICES, pack_state, unpack_state
+from fedgc.flower.client_state import STATE_INDICES, pack_state, unpack_state
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -105,7 +105,7 @@ def test_dgc_clients_keep_momentum_velocity_and_a_sparse_pending_update(tiny_sce
 def test_state_arrays_are_the_bytes_flower_writes(array):
     from flwr.app import Array
 
-    from fedgc.flower.codec import _array, _tensor
+    from fedgc.flower.client_state import _array, _tensor
 
     fast, flower = _array(array), Array(np.ascontiguousarray(array) if array.ndim else array)
     assert (fast.data, fast.dtype, tuple(fast.shape), fast.stype) == (flower.data, flower.dtype, tuple(flower.shape), flower.stype)

@@ -64,7 +64,7 @@ def test_cli_exits_2_with_one_line(tmp_path, content, needle):
     path = tmp_path / "s.yaml"
     path.write_text(content)
     proc = subprocess.run([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
+                          capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], proc.stderr
@@ -74,5 +74,5 @@ def test_cli_exits_2_with_one_line(tmp_path, content, needle):
 def test_cli_missing_file_and_directory(tmp_path):
     for target in (tmp_path / "nope.yaml", tmp_path):
         proc = subprocess.run([sys.executable, "-m", "fedgc.simulate", str(target)], capture_output=True, text=True,
-                              cwd=REPO, timeout=120)
+                              cwd=REPO, timeout=120, check=False)
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr

@@ -12,7 +12,7 @@ import string
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fedgc.simulate import main

@@ -4,6 +4,8 @@ selection, up to ``strategy.max_retries`` times; every attempt is a row of metri
 
 from __future__ import annotations
 
+import itertools
+
 import yaml
 
 from fedgc.metrics import read_metrics
@@ -39,7 +41,7 @@ def test_retry_runs_the_same_round_again_until_enough_updates_or_max_retries(tmp
     rows, summary = run(tmp_path, churny(tiny_scenario, "retry"))
     assert sorted({r["round"] for r in rows}) == [1, 2, 3, 4, 5, 6] and summary["rounds"] == 6
     assert len(rows) > 6, "some rounds were retried"
-    for before, after in zip(rows, rows[1:]):
+    for before, after in itertools.pairwise(rows):
         assert after["sim_start_s"] >= before["sim_end_s"]  # one clock; a retry takes time too
         if before["skipped"] and before["attempt"] < 2:  # retried: same round, next attempt, same warm-up density
             assert (after["round"], after["attempt"], after["density"]) == \

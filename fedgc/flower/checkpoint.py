@@ -56,7 +56,7 @@ def pickle_network(network: NetworkModel) -> tuple[bytes, float]:
 
 
 def unpickle_network(blob: bytes, sim_now: float) -> NetworkModel:
-    network = pickle.loads(blob)  # noqa: S301 — our own file, written by this module
+    network = pickle.loads(blob)  # our own file, written by this module
     network.env = simpy.Environment(initial_time=sim_now)
     return network
 

@@ -15,7 +15,8 @@ from flwr.clientapp import ClientApp
 from fedgc.compress.base import CompressionContext
 from fedgc.compress.memory import Memory
 from fedgc.compress.update import build_compression, compress_update
-from fedgc.flower.codec import encode_update, pack_state, unpack_state
+from fedgc.flower.client_state import pack_state, unpack_state
+from fedgc.flower.codec import encode_update
 from fedgc.flower.partition_grid import PARTITION_QUERY
 from fedgc.flower.setup import federated_data, scenario_from_run_config
 from fedgc.models import build_model
