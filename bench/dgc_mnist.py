@@ -39,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
+from results_block import write_block  # bench/ is on sys.path when a bench runs
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "scenarios" / "dgc_mnist.yaml"
@@ -184,14 +185,7 @@ def write_results(results: dict, scenario: dict, path: Path) -> None:
         lines.append(f"* `{name}`: " + ", ".join(f"{rnd}: {100 * a:.2f}" for rnd, a in r["accuracy_curve"]))
     del first_eval
     lines.append(END)
-    block = "\n".join(lines)
-    text = path.read_text() if path.is_file() else "# Results\n\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
+    write_block(path, BEGIN, END, "\n".join(lines))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
+from results_block import write_block  # bench/ is on sys.path when a bench runs
 
 REPO = Path(__file__).resolve().parents[1]
 NETWORKS = {
@@ -236,14 +237,7 @@ def write_results(results: dict, figs: dict, scen: dict, path: Path) -> None:
             f"{f['round_time_speedup']:.2f}× | {sp} | {sp2} |"
         )
     lines.append(END)
-    block = "\n".join(lines)
-    text = path.read_text() if path.is_file() else "# Results\n\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
+    write_block(path, BEGIN, END, "\n".join(lines))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 
 from flwr.app import Message, MessageType
 from flwr.serverapp import Grid
-from flwr.supercore.run import Run
 
 from fedgc.flower.inline_grid import InlineGrid
 from fedgc.flower.partition_grid import poll_replies
 from fedgc.flower.wire import message_wire_size
+from fedgc.flower.wrapped_grid import WrappedGrid
 from fedgc.network.timeline import ClientJob, ClientTiming, NetworkModel, RoundTimeline
 
 
@@ -51,33 +51,16 @@ class TrainRoundTraffic:
     upload_bytes: dict[int, int] = field(default_factory=dict)
 
 
-class NetworkGrid(Grid):
+class NetworkGrid(WrappedGrid):
     def __init__(self, inner: Grid, network: NetworkModel, *, deadline_s: float | None = None,
                  keep_first: int | None = None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.network = network
         self.deadline_s = deadline_s
         self.keep_first = keep_first
         self.last_round: TrainRoundTraffic | None = None
         self.measured = not has_virtual_nodes(inner)
         self.origin = time.time()  # measured mode: times are seconds since the run started
-
-    # Plain delegation -------------------------------------------------------------------------
-    def set_run(self, run: Run) -> None:
-        self.inner.set_run(run)
-
-    @property
-    def run(self) -> Run:
-        return self.inner.run
-
-    def create_message(self, content, message_type, dst_node_id, group_id, ttl=None) -> Message:
-        return self.inner.create_message(content, message_type, dst_node_id, group_id, ttl)
-
-    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        return self.inner.push_messages(messages)
-
-    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        return self.inner.pull_messages(message_ids)
 
     # The network ------------------------------------------------------------------------------
     def get_node_ids(self) -> Iterable[int]:

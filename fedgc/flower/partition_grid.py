@@ -21,7 +21,8 @@ from collections.abc import Iterable
 
 from flwr.app import Message, RecordDict
 from flwr.serverapp import Grid
-from flwr.supercore.run import Run
+
+from fedgc.flower.wrapped_grid import WrappedGrid
 
 PARTITION_QUERY = "query.partition"  # message type the ClientApp answers with its partition
 POLL_INTERVAL_S = 0.05
@@ -65,11 +66,11 @@ def ask_partitions(grid: Grid, node_ids: list[int], timeout_s: float) -> dict[in
     return answers
 
 
-class PartitionGrid(Grid):
+class PartitionGrid(WrappedGrid):
     """Presents every node of ``inner`` as ``partition-id + 1``; see the module docstring."""
 
     def __init__(self, inner: Grid, partitions: dict[int, int]) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.label_of: dict[int, int] = {}
         # Two nodes claiming one partition: the lower node id keeps it (deterministic).
         for node in sorted(partitions):
@@ -104,13 +105,6 @@ class PartitionGrid(Grid):
         return cls(inner, valid)
 
     # Delegation with translated ids -----------------------------------------------------------
-    def set_run(self, run: Run) -> None:
-        self.inner.set_run(run)
-
-    @property
-    def run(self) -> Run:
-        return self.inner.run
-
     def create_message(self, content, message_type, dst_node_id, group_id, ttl=None) -> Message:
         return self.inner.create_message(content, message_type, self.node_of[dst_node_id], group_id, ttl)
 

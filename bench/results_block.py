@@ -1,0 +1,17 @@
+"""Writing a bench's table into ``docs/results.md`` between its ``<!-- name:begin -->`` and
+``<!-- name:end -->`` markers (appended at the end the first time), leaving the text around it alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def write_block(path: Path, begin: str, end: str, block: str) -> None:
+    """``block`` must start with ``begin`` and end with ``end``."""
+    text = path.read_text() if path.is_file() else "# Results\n\n"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + block + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)
