@@ -11,12 +11,13 @@ taken modulo the number of clients in the file). With a period the intervals rep
 
 from __future__ import annotations
 
-import csv
 import math
 from bisect import bisect_right
 from pathlib import Path
 
 import numpy as np
+
+from fedgc.network.csvfile import read_csv_rows
 
 
 class Availability:
@@ -111,13 +112,7 @@ class IntervalAvailability(Availability):
 def read_interval_file(path: str | Path) -> dict[int, list[tuple[float, float]]]:
     """``client,start_s,end_s`` rows → online intervals per client number. One-line ValueError on any problem."""
     path = Path(path)
-    try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            rows = list(csv.DictReader(handle))
-    except FileNotFoundError:
-        raise ValueError(f"availability file {path}: no such file") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as err:
-        raise ValueError(f"availability file {path}: cannot read ({err.__class__.__name__})") from None
+    rows = read_csv_rows(path, "availability file")
     intervals: dict[int, list[tuple[float, float]]] = {}
     try:
         for row in rows:

@@ -9,11 +9,12 @@ training costs ``scale`` (FedScale: 3) times that.
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from fedgc.network.csvfile import read_csv_rows
 
 DEVICE_TIERS: dict[str, float] = {"low": 100.0, "mid": 500.0, "high": 2000.0}
 
@@ -49,13 +50,7 @@ CAPACITY_COLUMNS = ("computation_ms_per_sample", "dl_kbps", "ul_kbps")
 def read_capacity_file(path: str | Path) -> dict[str, np.ndarray]:
     """The capacity CSV's columns as float arrays; a one-line ValueError naming the file on any problem."""
     path = Path(path)
-    try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            rows = list(csv.DictReader(handle))
-    except FileNotFoundError:
-        raise ValueError(f"capacity file {path}: no such file") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as err:
-        raise ValueError(f"capacity file {path}: cannot read ({err.__class__.__name__})") from None
+    rows = read_csv_rows(path, "capacity file")
     try:
         columns = {name: np.array([float(row[name]) for row in rows]) for name in CAPACITY_COLUMNS}
     except (KeyError, TypeError, ValueError):
