@@ -37,6 +37,8 @@ class RoundRecord:
     applied_nodes: list[int] = field(default_factory=list)  # whose updates the aggregate holds
     skipped: bool = False  # fewer than strategy.min_clients updates: the model did not change
     attempt: int = 0  # 0: the round's first attempt; k: its k-th retry (strategy.too_few: retry)
+    downlink_density: float | None = None  # downlink compression: entries sent / model size, over the round's downloads
+    downlink_resets: int = 0  # downloads sent dense because the node's replica was not known
     client_upload_bytes: list[int] = field(default_factory=list)
     client_upload_s: list[float] = field(default_factory=list)
 

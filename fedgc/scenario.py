@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from fedgc.compress.config import CompressionConfig
+from fedgc.compress.downlink import DownlinkConfig
 from fedgc.data.config import DataConfig
 from fedgc.network.config import NetworkConfig
 
@@ -87,6 +88,7 @@ class Scenario(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     client: ClientConfig = Field(default_factory=ClientConfig)
     compression: CompressionConfig = Field(default_factory=CompressionConfig)
+    downlink: DownlinkConfig = Field(default_factory=DownlinkConfig)
     strategy: StrategyConfig = Field(default_factory=StrategyConfig)
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)

@@ -42,10 +42,14 @@ def run_cli(*args: str) -> int:
     return main([*args, "--quiet"]) if args[0] != "--resume" else main([*args])
 
 
-@pytest.mark.parametrize("server_optimizer", ["momentum", "adam"])
-def test_resume_from_a_mid_run_checkpoint_reproduces_the_metrics(tmp_path, tiny_scenario, server_optimizer):
+@pytest.mark.parametrize(("server_optimizer", "downlink"), [
+    ("momentum", "none"), ("adam", "none"),
+    ("momentum", "topk"),  # the server's per-client replicas and the clients' replicas are restored too
+])
+def test_resume_from_a_mid_run_checkpoint_reproduces_the_metrics(tmp_path, tiny_scenario, server_optimizer, downlink):
     scenario = stateful_scenario(tiny_scenario, rounds=6, every=3)
     scenario["strategy"]["server_optimizer"] = server_optimizer
+    scenario["downlink"] = {"name": downlink, "density": 0.05}
     path = write(tmp_path / "s.yaml", scenario)
     full = tmp_path / "full"
     assert run_cli(str(path), "--out", str(full)) == 0

@@ -27,6 +27,7 @@ from flwr.supercore.task_identity import TaskIdentity
 from fedgc.compress.base import decompress
 from fedgc.flower import client_app as fedgc_client
 from fedgc.flower.codec import decode_update
+from fedgc.flower.downlink_mod import downlink_mod
 from fedgc.flower.inline_grid import InlineGrid
 from fedgc.flower.server import run_server
 from fedgc.flower.setup import SCENARIO_YAML
@@ -42,7 +43,7 @@ class Ledger:
         self.sent: dict[tuple[int, int], dict[str, torch.Tensor]] = {}
 
     def client_app(self, shapes: dict[str, tuple[int, ...]]) -> ClientApp:
-        app = ClientApp()
+        app = ClientApp(mods=[downlink_mod])  # as fedgc's app: rebuilds the model from compressed downloads
 
         @app.train()
         def train(msg: Message, context: Context) -> Message:
@@ -71,17 +72,19 @@ def residual(context: Context, applied_rounds: set[int]) -> dict[str, torch.Tens
     return memory
 
 
-@pytest.mark.parametrize("compression", [
-    {"name": "topk", "density": 0.05, "error_feedback": True},
-    {"name": "dgc", "density": 0.02, "momentum_correction": False, "warmup_rounds": 2},
+@pytest.mark.parametrize(("compression", "downlink"), [
+    ({"name": "topk", "density": 0.05, "error_feedback": True}, {"name": "none"}),
+    ({"name": "dgc", "density": 0.02, "momentum_correction": False, "warmup_rounds": 2}, {"name": "none"}),
+    ({"name": "dgc", "density": 0.02, "momentum_correction": False}, {"name": "topk", "density": 0.05}),
 ])
-def test_produced_equals_applied_plus_residuals_when_half_the_uploads_fail(tmp_path, compression):
+def test_produced_equals_applied_plus_residuals_when_half_the_uploads_fail(tmp_path, compression, downlink):
     scenario = validate({
         "name": "conservation", "seed": 11, "rounds": 8, "checkpoint_every": 0,
         "data": {"dataset": "digits", "num_clients": 8, "partition": "dirichlet", "alpha": 1.0},
         "model": {"name": "mlp"},
         "client": {"local_steps": 3, "batch_size": 16, "lr": 0.1},
         "compression": compression,
+        "downlink": downlink,
         "strategy": {"fraction": 0.25, "server_lr": 1.0},
         "network": {"profile": "3g", "bandwidth_spread": 1.0, "over_selection": 2.0,
                     "availability": "exponential", "mean_on_s": 6.0, "mean_off_s": 2.0},

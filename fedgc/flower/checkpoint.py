@@ -43,6 +43,7 @@ class RunState:
     sim_now: float
     client_states: dict[int, dict] = field(default_factory=dict)
     next_message_id: int = 0
+    downlink: dict | None = None  # the server's downlink replicas (DownlinkGrid.state), when compressed
 
 
 def pickle_network(network: NetworkModel) -> tuple[bytes, float]:
@@ -110,7 +111,7 @@ def load(run_dir: Path) -> RunState:
 
 
 def capture(completed_round: int, metrics_rows: int, weights: dict[str, torch.Tensor], strategy,
-            network: NetworkModel, inline_grid) -> RunState:
+            network: NetworkModel, inline_grid, downlink=None) -> RunState:
     """The state after ``completed_round`` (``weights``: the global model then); ``inline_grid`` holds
     the clients' contexts."""
     blob, now = pickle_network(network)
@@ -125,10 +126,11 @@ def capture(completed_round: int, metrics_rows: int, weights: dict[str, torch.Te
         sim_now=now,
         client_states={node: context_state(ctx) for node, ctx in inline_grid.contexts.items() if len(ctx.state)},
         next_message_id=inline_grid.next_message_id,
+        downlink=downlink.state() if downlink is not None else None,
     )
 
 
-def restore(state: RunState, strategy, inline_grid) -> NetworkModel:
+def restore(state: RunState, strategy, inline_grid, downlink=None) -> NetworkModel:
     """Put a checkpoint back into a freshly built strategy and grid; returns the network model."""
     strategy.round_offset = state.round
     strategy.final_weights = dict(state.weights)
@@ -142,4 +144,8 @@ def restore(state: RunState, strategy, inline_grid) -> NetworkModel:
     for node, saved in state.client_states.items():
         restore_context_state(inline_grid.contexts[node], saved)
     inline_grid.next_message_id = state.next_message_id
+    if (state.downlink is None) != (downlink is None):
+        raise CheckpointError("the checkpoint and the scenario disagree on downlink compression")
+    if downlink is not None:
+        downlink.load_state(state.downlink)
     return unpickle_network(state.network, state.sim_now)

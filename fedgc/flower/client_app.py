@@ -17,6 +17,7 @@ from fedgc.compress.memory import Memory
 from fedgc.compress.update import build_compression, compress_update
 from fedgc.flower.client_state import pack_state, unpack_state
 from fedgc.flower.codec import encode_update
+from fedgc.flower.downlink_mod import downlink_mod
 from fedgc.flower.partition_grid import PARTITION_QUERY
 from fedgc.flower.setup import federated_data, scenario_from_run_config
 from fedgc.models import build_model
@@ -25,7 +26,9 @@ from fedgc.training import LocalTrainResult, evaluate, steps_for_epochs, train_l
 MEMORY_KEY = "fedgc.memory"
 PENDING_KEY = "fedgc.pending"
 
-app = ClientApp()
+# The downlink mod rebuilds the model from a compressed difference (scenario `downlink`) before
+# train() sees the message; without downlink compression it passes messages through.
+app = ClientApp(mods=[downlink_mod])
 
 
 def _load_tensors(context: Context, key: str) -> dict[str, torch.Tensor]:

@@ -17,6 +17,7 @@ from flwr.serverapp import Grid
 from fedgc.compress.base import DensePayload
 from fedgc.flower import checkpoint
 from fedgc.flower.codec import encode_update
+from fedgc.flower.downlink_grid import DownlinkGrid
 from fedgc.flower.inline_grid import InlineGrid
 from fedgc.flower.network_grid import NetworkGrid
 from fedgc.flower.setup import federated_data
@@ -75,7 +76,9 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
     policy = SelectionPolicy(scenario.strategy.fraction, scenario.network.over_selection, scenario.strategy.min_clients,
                              retries=scenario.strategy.max_retries if scenario.strategy.too_few == "retry" else 0)
     keep_first = policy.wanted(len(node_ids)) if scenario.network.over_selection > 1.0 else None
-    net_grid = NetworkGrid(grid, network, deadline_s=scenario.network.deadline_s, keep_first=keep_first)
+    downlink = (DownlinkGrid(grid, scenario.downlink, initial, scenario.seed)
+                if scenario.downlink.enabled else None)
+    net_grid = NetworkGrid(downlink or grid, network, deadline_s=scenario.network.deadline_s, keep_first=keep_first)
     s = scenario.strategy
     optimizer = ServerOptimizer(kind=s.server_optimizer, lr=s.server_lr, momentum=s.server_momentum,
                                 beta1=s.adam_beta1, beta2=s.adam_beta2, tau=s.adam_tau)
@@ -90,7 +93,7 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
             raise checkpoint.CheckpointError("--resume works with the inline engine only "
                                              "(on Flower's runtimes the nodes hold their own state)")
         state = checkpoint.load(out_dir)
-        net_grid.network = checkpoint.restore(state, strategy, inline)
+        net_grid.network = checkpoint.restore(state, strategy, inline, downlink)
         rounds_done, rows = state.round, read_rows(out_dir / "metrics.jsonl", state.metrics_rows)
         initial = strategy.final_weights
     log = MetricsLog(out_dir / "metrics.jsonl" if out_dir else None, rows)
@@ -117,6 +120,8 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
             record.mean_upload_s, record.max_upload_s = _mean(uploads), (max(uploads) if uploads else None)
             record.client_upload_bytes = [traffic.upload_bytes[t.node_id] for t in done]
             record.client_upload_s = uploads
+        if downlink is not None:
+            record.downlink_density, record.downlink_resets = downlink.last_round.density, downlink.last_round.resets
         record.rejected = sum(stats.rejected.values())
         record.rejected_reasons = dict(sorted(stats.rejected.items()))
         record.applied = len(stats.applied_nodes)
@@ -138,7 +143,7 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
         every = scenario.checkpoint_every
         if inline is not None and out_dir is not None and every and server_round % every == 0:
             checkpoint.save(out_dir, checkpoint.capture(server_round, len(log.rows), last_good["weights"], strategy,
-                                                        net_grid.network, inline))
+                                                        net_grid.network, inline, downlink))
         return MetricRecord({"accuracy": record.accuracy}) if record.accuracy is not None else None
 
     last_good = {"weights": initial}  # the newest global model that passed its checks (what model.pt keeps)

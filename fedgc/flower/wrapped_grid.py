@@ -17,6 +17,16 @@ class WrappedGrid(Grid):
     def __init__(self, inner: Grid) -> None:
         self.inner = inner
 
+    # The transport's wire-byte tables (``InlineGrid.sent_bytes`` / ``reply_bytes``), seen through
+    # wrappers; None where the transport keeps none (the size is then computed from the message).
+    @property
+    def sent_bytes(self) -> dict[str, int] | None:
+        return getattr(self.inner, "sent_bytes", None)
+
+    @property
+    def reply_bytes(self) -> dict[str, int] | None:
+        return getattr(self.inner, "reply_bytes", None)
+
     def set_run(self, run: Run) -> None:
         self.inner.set_run(run)
 

@@ -1,0 +1,60 @@
+"""Client half of downlink compression (``fedgc.compress.downlink``): a Flower client mod that turns
+a compressed model difference back into the model, before the ClientApp sees the message.
+
+The replica (the model this client holds) lives in ``context.state``. A client that has none yet
+holds the initial model, which it builds from the scenario's seed exactly as the server does. The
+digest of the replica must match the server's before and after applying the difference; if not, the
+mod raises and the round counts the client as failed — the server then sends the next download
+dense (a reset) and the client adopts that model.
+"""
+
+from __future__ import annotations
+
+from flwr.app import ArrayRecord, Context, Message, MessageType, RecordDict
+
+from fedgc.compress.downlink import Weights, apply_download, as_replica, model_digest
+from fedgc.flower.client_state import pack_state, unpack_state
+from fedgc.flower.codec import decode_update
+from fedgc.flower.downlink_grid import BASE_DIGEST, DELTA_KEY, NEW_DIGEST, RESET
+from fedgc.flower.setup import federated_data, scenario_from_run_config
+from fedgc.models import build_model
+
+REPLICA_KEY = "fedgc.replica"
+
+
+class DownlinkOutOfSync(RuntimeError):
+    """This client's replica is not the one the server's download was computed from."""
+
+
+def initial_model(context: Context) -> Weights:
+    scenario = scenario_from_run_config(context.run_config)
+    data = federated_data(scenario)
+    model = build_model(scenario.model.name, data.input_shape, data.num_classes, scenario.seed,
+                        options=scenario.model.options)
+    return as_replica(model.state_dict())
+
+
+def _replica(context: Context) -> Weights:
+    stored = context.state.array_records.get(REPLICA_KEY)
+    return unpack_state(stored) if stored is not None else initial_model(context)
+
+
+def downlink_mod(msg: Message, context: Context, call_next) -> Message:
+    if msg.metadata.message_type != MessageType.TRAIN or not msg.has_content():
+        return call_next(msg, context)
+    config = msg.content.config_records.get("config")
+    if DELTA_KEY in msg.content.array_records:
+        replica = _replica(context)
+        have = model_digest(replica)
+        if have != config[BASE_DIGEST]:
+            raise DownlinkOutOfSync(f"replica {have} is not the download's base {config[BASE_DIGEST]}")
+        payloads = decode_update(msg.content.array_records[DELTA_KEY], {k: tuple(v.shape) for k, v in replica.items()})
+        replica = apply_download(replica, payloads)
+        if model_digest(replica) != config[NEW_DIGEST]:
+            raise DownlinkOutOfSync("the replica after the download does not match the server's digest")
+        context.state[REPLICA_KEY] = pack_state(replica)
+        content = RecordDict({"arrays": ArrayRecord({k: v.contiguous() for k, v in replica.items()}), "config": config})
+        msg.content = content  # the ClientApp sees the model, as without downlink compression
+    elif config is not None and config.get(RESET):
+        context.state[REPLICA_KEY] = pack_state(as_replica(msg.content.array_records["arrays"].to_torch_state_dict()))
+    return call_next(msg, context)
