@@ -38,9 +38,11 @@ SCENARIO = {
 }
 
 
-@pytest.fixture
-def deployment(tmp_path):
-    """A SuperLink and two SuperNodes (partitions 0 and 1); yields (env, connection name)."""
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    """A SuperLink and two SuperNodes (partitions 0 and 1), shared by this module's runs; yields
+    (env, logs folder)."""
+    tmp_path = tmp_path_factory.mktemp("deployment")
     home = tmp_path / "flwr-home"
     env = flower_env(home)
     port = free_port()
@@ -57,21 +59,26 @@ def deployment(tmp_path):
             process.stop()
 
 
-def test_two_supernodes_send_sparse_updates_the_server_aggregates(tmp_path, deployment):
+def submit(scenario: dict, tmp_path, deployment) -> tuple[dict, list[dict]]:
+    """``flwr run`` the repository as the Flower app on the deployment; (summary, metrics rows)."""
     env, logs = deployment
     out = tmp_path / "out"
     run_config = tmp_path / "run-config.toml"
-    run_config.write_text(tomli_w.dumps({"scenario-yaml": yaml.safe_dump(SCENARIO), "out-dir": str(out),
+    run_config.write_text(tomli_w.dumps({"scenario-yaml": yaml.safe_dump(scenario), "out-dir": str(out),
                                          "quiet": True, "node-wait-s": 60.0}))
     pyproject = (REPO / "pyproject.toml").read_bytes()
-    result = flwr_run(REPO, CONNECTION, run_config, env, logs / "flwr-run.log", timeout_s=240)
+    log = tmp_path / "flwr-run.log"
+    result = flwr_run(REPO, CONNECTION, run_config, env, log, timeout_s=240)
     assert (REPO / "pyproject.toml").read_bytes() == pyproject, "flwr run rewrote pyproject.toml"
-    run_log = (logs / "flwr-run.log").read_text(errors="replace")
+    run_log = log.read_text(errors="replace")
     assert result.returncode == 0, run_log
     assert (out / "summary.json").exists(), run_log
-
     summary = json.loads((out / "summary.json").read_text())
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return summary, [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_two_supernodes_send_sparse_updates_the_server_aggregates(tmp_path, deployment):
+    summary, rows = submit(SCENARIO, tmp_path, deployment)
     assert summary["rounds"] == 2 and [r["round"] for r in rows] == [1, 2]
     assert summary["updates_applied"] == 4 and summary["updates_rejected"] == 0
     for row in rows:
@@ -84,3 +91,18 @@ def test_two_supernodes_send_sparse_updates_the_server_aggregates(tmp_path, depl
     assert summary["bytes_up"] == sum(r["bytes_up"] for r in rows)
     assert summary["compression_ratio_up"] > 2
     assert 0.0 <= summary["final_accuracy"] <= 1.0
+
+
+def test_supernodes_rebuild_the_model_from_compressed_downloads(tmp_path, deployment):
+    """The downlink mod runs in each real SuperNode: downloads are compressed differences, every client
+    stays in sync (no failure, no reset) and the run learns as the dense-download run does."""
+    scenario = {**SCENARIO, "rounds": 3, "downlink": {"name": "topk", "density": 0.05}}
+    summary, rows = submit(scenario, tmp_path, deployment)
+    from fedgc.models import build_model
+
+    model = build_model("mlp", (1, 8, 8), 10, 0)  # digits: 8×8 images, 10 classes
+    dense_model_bytes = 4 * sum(p.numel() for p in model.parameters())
+    assert summary["clients_failed"] == 0 and summary["updates_applied"] == 6
+    for row in rows:
+        assert row["downlink_resets"] == 0 and 0 < row["downlink_density"] < 0.2
+        assert row["bytes_down"] < 0.25 * 2 * dense_model_bytes  # two downloads, each a fraction of the model
