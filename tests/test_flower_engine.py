@@ -60,19 +60,25 @@ def differences(inline_rows: list[dict], flower_rows: list[dict]) -> list[str]:
     return problems
 
 
-def test_flower_simulation_runtime_matches_inline(tmp_path, tiny_scenario):
+@pytest.mark.parametrize("downlink", [
+    {"name": "none"},
+    {"name": "topk", "density": 0.05},  # compressed downloads: Flower's runtime keeps each node's replica
+])
+def test_flower_simulation_runtime_matches_inline(tmp_path, tiny_scenario, downlink):
     pytest.importorskip("ray", reason="engine flower needs Ray: pip install 'fedgc[ray]'")
     tiny_scenario["compression"] = {"name": "dgc", "density": 0.05, "momentum": 0.9, "warmup_rounds": 1}
     tiny_scenario["strategy"]["fraction"] = 0.5  # seeded selection must pick the same partitions
+    tiny_scenario["rounds"] = 3
+    tiny_scenario["downlink"] = downlink
     scenario = validate(tiny_scenario)
     inline = run_inline(scenario, tmp_path / "inline", quiet=True)
     flower = run_flower(scenario, tmp_path / "flower", quiet=True)
     inline_rows, flower_rows = _rows(tmp_path / "inline"), _rows(tmp_path / "flower")
-    assert [r["round"] for r in flower_rows] == [1, 2]
-    assert all(r["completed"] == 2 and r["applied"] == 2 for r in flower_rows)
+    assert [r["round"] for r in flower_rows] == [1, 2, 3]
+    assert all(r["completed"] == 2 and r["applied"] == 2 and r["failed"] == 0 for r in flower_rows)
     assert differences(inline_rows, flower_rows) == []
     assert flower.final_accuracy == inline.final_accuracy
-    assert flower.updates_applied == inline.updates_applied == 4
+    assert flower.updates_applied == inline.updates_applied == 6
     assert (tmp_path / "flower" / "model.pt").stat().st_size > 0
 
 
