@@ -2,16 +2,18 @@
 
     .venv/bin/python bench/mobile_time_to_target.py [--rounds N] [--jobs 1] [--out runs/bench-mobile] [--reuse]
 
-Runs ``scenarios/mnist_lte_dropouts.yaml`` and ``scenarios/mnist_3g_dropouts.yaml`` three times
-each: as written (DGC uploads at density 0.01), with ``--set compression.density=0.1`` (a milder
-DGC) and with ``--set compression.name=none`` (dense FedAvg, same everything else). Reads ``summary.json`` / ``metrics.jsonl``, writes the table, the per-phase breakdown with
-the speed-up bound and an accuracy-vs-simulated-time plot (``docs/img/mobile_time_to_target.png``)
-into ``docs/results.md`` (between the ``mobile`` markers), and prints the figures as one JSON object
-on its last line.
+Runs ``scenarios/mnist_lte_dropouts.yaml`` and ``scenarios/mnist_3g_dropouts.yaml`` five times
+each (``METHODS``): dense FedAvg (``--set compression.name=none``, same everything else); DGC uploads
+at density 0.01 (as written) and 0.1 with the dense model downloaded; and DGC uploads with compressed
+downloads (``downlink``, docs/downlink.md) at 0.03 and 0.1 both ways. Reads ``summary.json`` /
+``metrics.jsonl``, writes the table, the per-phase breakdown with the speed-up bounds and an
+accuracy-vs-simulated-time plot (``docs/img/mobile_time_to_target.png``) into ``docs/results.md``
+(between the ``mobile`` markers), and prints the figures as one JSON object on its last line.
 
-The bound: the downlink carries the dense model in both runs, so a round cannot get shorter than
-download + compute; per round, the best DGC can do is (download + compute + dense upload) /
-(download + compute + DGC upload), measured here from the mean phase times of the kept clients.
+The bounds, from the mean phase times of the kept clients: a round cannot get shorter than the
+method's download + compute, so per round the best a method can do against dense is
+(d + c + u_dense) / (d′ + c′) (d′, c′: its own download, dense or compressed, and compute); and no
+compression can make it shorter than the compute alone, (d + c + u_dense) / c′.
 
 Paths to the shared data and traces come from ``$FEDGC_SHARED_DIR`` (default ``../shared`` next to
 the repository) and are passed as ``--set`` overrides, so the bench runs from any directory.
@@ -36,12 +38,24 @@ NETWORKS = {
     "lte": ("mnist_lte_dropouts.yaml", "traces/mahimahi"),
     "3g": ("mnist_3g_dropouts.yaml", "traces/pensieve/norway_hsdpa_cooked_3gp"),
 }
-# dense FedAvg; DGC as the scenarios write it (density 0.01); DGC at density 0.1, a milder point.
-METHODS = {"dense": ["compression.name=none"], "dgc": [], "dgc_d0.1": ["compression.density=0.1"]}
+# dense FedAvg; DGC uploads as the scenarios write them (density 0.01) and at density 0.1, with the
+# dense model downloaded; then DGC uploads with compressed downloads (top-k model differences,
+# docs/downlink.md) at density 0.03 both ways (the best point of a 3×3 grid of densities at seed 0,
+# docs/results.md) and at 0.1 both ways.
+DOWN = ["downlink.name=topk"]
+METHODS = {
+    "dense": ["compression.name=none"],
+    "dgc": [],
+    "dgc_d0.1": ["compression.density=0.1"],
+    "dgc_d0.03+down0.03": ["compression.density=0.03", *DOWN, "downlink.density=0.03"],
+    "dgc_d0.1+down0.1": ["compression.density=0.1", *DOWN, "downlink.density=0.1"],
+}
 LABELS = {
-    "dense": "dense FedAvg (fp32 upload)",
-    "dgc": "DGC upload, density 0.01",
-    "dgc_d0.1": "DGC upload, density 0.1",
+    "dense": "dense FedAvg (fp32 both ways)",
+    "dgc": "DGC upload 0.01, dense download",
+    "dgc_d0.1": "DGC upload 0.1, dense download",
+    "dgc_d0.03+down0.03": "DGC upload 0.03, top-k download 0.03",
+    "dgc_d0.1+down0.1": "DGC upload 0.1, top-k download 0.1",
 }
 SECOND_TARGET = 0.93  # a second, stricter threshold read off the same accuracy curves
 BEGIN, END = "<!-- mobile:begin -->", "<!-- mobile:end -->"
@@ -52,14 +66,27 @@ def shared_dir() -> Path:
     return Path(os.environ.get("FEDGC_SHARED_DIR", REPO.parent / "shared")).resolve()
 
 
-def run_one(net: str, method: str, out: Path, extra: list[str], reuse: bool) -> dict:
+GRID = (0.01, 0.03, 0.1)  # --grid: every (upload, download) density pair, DGC up and top-k down
+GRID_BEGIN, GRID_END = "<!-- mobile-grid:begin -->", "<!-- mobile-grid:end -->"
+
+
+def grid_methods() -> dict[str, list[str]]:
+    methods = {"dense": METHODS["dense"]}
+    for up in GRID:
+        for down in GRID:
+            methods[f"up{up}-down{down}"] = [f"compression.density={up}", *DOWN, f"downlink.density={down}"]
+    return methods
+
+
+def run_one(net: str, method: str, out: Path, extra: list[str], reuse: bool,
+            methods: dict[str, list[str]] = METHODS) -> dict:
     scenario_file, trace_dir = NETWORKS[net]
     run_dir = out / f"{net}-{method}"
     sets = [
         f"data.root={shared_dir() / 'data' / 'mnist'}",
         f"network.trace_dir={shared_dir() / trace_dir}",
         *extra,
-        *METHODS[method],
+        *methods[method],
     ]
     if not (reuse and (run_dir / "summary.json").is_file()):
         cmd = [
@@ -89,6 +116,7 @@ def run_one(net: str, method: str, out: Path, extra: list[str], reuse: bool) -> 
         "summary": summary,
         "curve": [(r["sim_end_s"], r["accuracy"]) for r in rows if r.get("accuracy") is not None],
         "mean_download_s": mean("mean_download_s"),
+        "bytes_down": summary["bytes_down"],
         "mean_compute_s": mean("mean_compute_s"),
         "mean_upload_s": mean("mean_upload_s"),
         "mean_round_s": mean("round_duration_s"),
@@ -107,7 +135,7 @@ def plot(results: dict, target: float, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(NETWORKS), figsize=(11, 4.2))
+    fig, axes = plt.subplots(1, len(NETWORKS), figsize=(11, 4.8))
     for ax, net in zip(axes, NETWORKS):
         for method in METHODS:
             r = results[f"{net}-{method}"]
@@ -117,13 +145,15 @@ def plot(results: dict, target: float, path: Path) -> None:
         ax.axhline(100 * target, color="grey", linestyle="--", linewidth=1, label=f"target {100 * target:.0f}%")
         ax.axhline(100 * SECOND_TARGET, color="grey", linestyle=":", linewidth=1, label=f"{100 * SECOND_TARGET:.0f}%")
         ax.set_title({"lte": "LTE (mahimahi traces)", "3g": "3G (Norway HSDPA traces)"}[net])
-        ax.set_xlabel("simulated time (minutes)")
+        ax.set_xscale("log")  # the methods differ by up to ~10× in time: equal ratios, equal distances
+        ax.set_xlabel("simulated time (minutes, log scale)")
         ax.set_ylabel("test accuracy (%)")
         ax.set_ylim(70, 97)  # the approach to the targets; the first rounds (below 70%) are cut off
         ax.grid(alpha=0.3)
-        ax.legend(loc="lower right")
     fig.suptitle("MNIST non-IID, 100 phones, McMahan 2NN, churn: accuracy vs simulated time")
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)  # one legend, off the curves
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -143,6 +173,7 @@ def figures(results: dict) -> dict:
             td, tg = d["summary"]["time_to_target_s"], g["summary"]["time_to_target_s"]
             td2, tg2 = time_to(d["curve"], SECOND_TARGET), time_to(g["curve"], SECOND_TARGET)
             base = d["mean_download_s"] + d["mean_compute_s"]
+            own = g["mean_download_s"] + g["mean_compute_s"]  # this method's own download (compressed or not) + compute
             out[f"{net}-{method}"] = {
                 "speedup_time_to_second_target": (td2 / tg2) if td2 and tg2 else None,
                 "dense_time_to_second_target_s": td2,
@@ -158,11 +189,16 @@ def figures(results: dict) -> dict:
                 "dgc_mean_round_s": g["mean_round_s"],
                 "round_time_speedup": d["mean_round_s"] / g["mean_round_s"],
                 "mean_download_s": d["mean_download_s"],
+                "dgc_mean_download_s": g["mean_download_s"],
                 "mean_compute_s": d["mean_compute_s"],
                 "dense_mean_upload_s": d["mean_upload_s"],
                 "dgc_mean_upload_s": g["mean_upload_s"],
-                "speedup_bound": (base + d["mean_upload_s"]) / (base + g["mean_upload_s"]),
-                "speedup_bound_zero_dgc_upload": (base + d["mean_upload_s"]) / base,
+                "speedup_bound": (base + d["mean_upload_s"]) / (own + g["mean_upload_s"]),
+                "speedup_bound_zero_dgc_upload": (base + d["mean_upload_s"]) / own,
+                "dgc_mean_compute_s": g["mean_compute_s"],
+                "speedup_bound_compute_only": (base + d["mean_upload_s"]) / g["mean_compute_s"],
+                "dense_bytes_down": d["bytes_down"],
+                "dgc_bytes_down": g["bytes_down"],
                 "dense_bytes_up": d["summary"]["bytes_up"],
                 "dgc_bytes_up": g["summary"]["bytes_up"],
                 "dgc_compression_ratio_up": g["summary"]["compression_ratio_up"],
@@ -193,7 +229,10 @@ def write_results(results: dict, figs: dict, scen: dict, path: Path) -> None:
             f"offline {scen['network']['mean_off_s']:.0f} s), device tiers `mixed` (100/500/2000 samples/s), "
             f"{scen['rounds']} rounds, target {100 * target:.0f}% test accuracy. DGC: density {c['density']} after a "
             f"{c['warmup_rounds']}-round warm-up, plain error feedback (momentum correction off, as docs/dgc.md "
-            "advises for sparse participation). Dense: the same scenario with `--set compression.name=none`. "
+            "advises for sparse participation), the dense model downloaded; `dgc_d0.1` the same at density 0.1. "
+            "`dgc_d0.03+down0.03` and `dgc_d0.1+down0.1`: DGC uploads at 0.03 / 0.1 and compressed downloads "
+            "(`downlink.name=topk`, the same density: top-k of the difference between the global model and the "
+            "model each phone holds, see downlink.md). Dense: the same scenario with `--set compression.name=none`. "
             "LTE links replay the mahimahi AT&T LTE driving, T-Mobile LTE and Verizon LTE traces (separate measured "
             "up and down traces); 3G links replay ten Norway HSDPA traces (Pensieve), uplink = downlink × 0.84/1.5."
         ),
@@ -219,25 +258,71 @@ def write_results(results: dict, figs: dict, scen: dict, path: Path) -> None:
             )
     lines += [
         "",
-        "Where the time goes (means over rounds of the kept clients' phase times) and the bound on the speed-up:",
+        "Where the time goes (means over rounds of the kept clients' phase times; d, c, u: dense FedAvg's download, "
+        "compute, upload; d′, c′, u′: the method's own — c′ < c where small transfers let the fast phones finish "
+        "first and over-selection drops the slow ones) and the bounds on the per-round speed-up:",
         "",
         (
-            "| network, method | download s | compute s | upload s dense | upload s DGC | "
-            "bound (d+c+u_dense)/(d+c+u_dgc) | bound with a free upload | measured round-time ratio | "
-            f"measured time-to-{100 * target:.0f}% ratio | measured time-to-{100 * SECOND_TARGET:.0f}% ratio |"
+            "| network, method | d s | d′ s | c s | c′ s | u s | u′ s | download MB (all) | "
+            "bound (d+c+u)/(d′+c′+u′) | bound with a free upload (d+c+u)/(d′+c′) | bound with free transfers (d+c+u)/c′ | "
+            f"measured round-time ratio | measured time-to-{100 * target:.0f}% ratio | "
+            f"measured time-to-{100 * SECOND_TARGET:.0f}% ratio |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, f in figs.items():
         sp = f"{f['speedup_time_to_target']:.2f}×" if f["speedup_time_to_target"] else "–"
         sp2 = f"{f['speedup_time_to_second_target']:.2f}×" if f["speedup_time_to_second_target"] else "–"
         lines.append(
-            f"| {key} | {f['mean_download_s']:.2f} | {f['mean_compute_s']:.2f} | {f['dense_mean_upload_s']:.2f} | "
-            f"{f['dgc_mean_upload_s']:.2f} | {f['speedup_bound']:.2f}× | {f['speedup_bound_zero_dgc_upload']:.2f}× | "
-            f"{f['round_time_speedup']:.2f}× | {sp} | {sp2} |"
+            f"| {key} | {f['mean_download_s']:.2f} | {f['dgc_mean_download_s']:.2f} | {f['mean_compute_s']:.2f} | "
+            f"{f['dgc_mean_compute_s']:.2f} | "
+            f"{f['dense_mean_upload_s']:.2f} | {f['dgc_mean_upload_s']:.2f} | {f['dgc_bytes_down'] / 1e6:.1f} | "
+            f"{f['speedup_bound']:.2f}× | {f['speedup_bound_zero_dgc_upload']:.2f}× | "
+            f"{f['speedup_bound_compute_only']:.2f}× | {f['round_time_speedup']:.2f}× | {sp} | {sp2} |"
         )
     lines.append(END)
     write_block(path, BEGIN, END, "\n".join(lines))
+
+
+def grid_figures(results: dict) -> dict:
+    out = {}
+    for net in NETWORKS:
+        dense = results[f"{net}-dense"]["summary"]["time_to_target_s"]
+        for up in GRID:
+            for down in GRID:
+                s = results[f"{net}-up{up}-down{down}"]["summary"]
+                t = s["time_to_target_s"]
+                out[f"{net}-up{up}-down{down}"] = {
+                    "time_to_target_s": t, "rounds_to_target": s["rounds_to_target"],
+                    "speedup_time_to_target": dense / t if dense and t else None,
+                    "final_accuracy": s["final_accuracy"]}
+    return out
+
+
+def write_grid(results: dict, figs: dict, scen: dict, path: Path) -> None:
+    target = 100 * scen["eval"]["target_accuracy"]
+    lines = [GRID_BEGIN, f"Speed-up in simulated time to {target:.0f}% over dense FedAvg, for every pair of densities "
+             f"(`bench/mobile_time_to_target.py --grid`, seed {scen['seed']}; DGC uploads, top-k model-difference "
+             "downloads; each cell: speed-up, time and rounds to the target, final accuracy):", ""]
+    for net in NETWORKS:
+        dense = results[f"{net}-dense"]["summary"]
+        lines += [f"**{net}** — dense: {fmt_t(dense['time_to_target_s'])}, {dense['rounds_to_target']} rounds, "
+                  f"final {100 * dense['final_accuracy']:.2f}%", "",
+                  "| upload density ↓ / download density → | " + " | ".join(str(d) for d in GRID) + " |",
+                  "|---|" + "---|" * len(GRID)]
+        for up in GRID:
+            cells = []
+            for down in GRID:
+                f = figs[f"{net}-up{up}-down{down}"]
+                if f["speedup_time_to_target"] is None:
+                    cells.append(f"not reached ({100 * f['final_accuracy']:.2f}%)")
+                else:
+                    cells.append(f"**{f['speedup_time_to_target']:.2f}×** ({f['time_to_target_s']:.0f} s, "
+                                 f"{f['rounds_to_target']} r., {100 * f['final_accuracy']:.2f}%)")
+            lines.append(f"| {up} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines.append(GRID_END)
+    write_block(path, GRID_BEGIN, GRID_END, "\n".join(lines))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reuse", action="store_true", help="reuse run folders that already have summary.json")
     parser.add_argument("--results", default=str(REPO / "docs" / "results.md"))
     parser.add_argument("--no-write", action="store_true", help="do not touch docs/results.md or the plot")
+    parser.add_argument("--grid", action="store_true",
+                        help="run the 3×3 grid of upload × download densities instead of METHODS")
     args = parser.parse_args(argv)
 
     scen = yaml.safe_load((REPO / "scenarios" / NETWORKS["lte"][0]).read_text())
@@ -261,6 +348,17 @@ def main(argv: list[str] | None = None) -> int:
         extra.append(f"seed={args.seed}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.grid:
+        methods = grid_methods()
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            futures = {f"{net}-{m}": pool.submit(run_one, net, m, out, extra, args.reuse, methods)
+                       for net in NETWORKS for m in methods}
+            results = {k: f.result() for k, f in futures.items()}
+        figs = grid_figures(results)
+        if not args.no_write:
+            write_grid(results, figs, scen, Path(args.results))
+        print(json.dumps(figs))
+        return 0
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = {
             f"{net}-{m}": pool.submit(run_one, net, m, out, extra, args.reuse) for net in NETWORKS for m in METHODS

@@ -53,7 +53,8 @@ class DownlinkConfig(BaseModel):
     @classmethod
     def _stateless(cls, name: str) -> str:
         if name not in DOWNLINK_COMPRESSORS:
-            raise ValueError(f"unknown downlink compressor {name!r}; known: {', '.join(DOWNLINK_COMPRESSORS)}")
+            raise ValueError(f"{name!r} cannot compress downloads (stateless compressors only); "
+                             f"choose one of: {', '.join(DOWNLINK_COMPRESSORS)}")
         return name
 
     @property
