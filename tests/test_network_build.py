@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import simpy
@@ -150,3 +152,36 @@ def test_exponential_availability_round_is_reproducible():
     assert first == run(1) and first != run(2)
     assert 0.6 < len(first[0]) / 200 < 0.9
     assert {status for status, _ in first[1]} == {"completed", "cut"}
+
+
+def test_next_on_is_the_first_online_moment(tmp_path):
+    path = tmp_path / "avail.csv"
+    path.write_text("client,start_s,end_s\n0,0,10\n0,25,40\n")
+    _, net = build(n=1, availability="trace", availability_file=str(path))
+    after = net.clients[100].availability
+    assert [after.next_on(t) for t in (3.0, 12.0, 25.0, 41.0)] == [3.0, 25.0, 25.0, math.inf]
+    _, periodic = build(n=1, availability="trace", availability_file=str(path), availability_period_s=50)
+    assert periodic.clients[100].availability.next_on(41.0) == 50.0  # the next period's first interval
+    _, churn = build(n=1, availability="exponential", mean_on_s=5.0, mean_off_s=5.0)
+    process = churn.clients[100].availability
+    for t in np.linspace(0, 100, 41):
+        first = process.next_on(float(t))
+        assert process.is_online(first) and first >= t
+        assert not any(process.is_online(float(u)) for u in np.linspace(t, first, 20)[:-1]) or first == t
+
+
+def test_when_everybody_is_offline_the_round_waits_for_the_first_to_return(tmp_path):
+    from fedgc.flower import client_app
+    from fedgc.flower.inline_grid import InlineGrid
+    from fedgc.flower.network_grid import NetworkGrid
+
+    path = tmp_path / "avail.csv"
+    path.write_text("client,start_s,end_s\n0,0,10\n0,30,90\n1,0,10\n1,25,90\n")
+    env = simpy.Environment()
+    net = build_network(env, NetworkConfig(availability="trace", availability_file=str(path)), [1, 2],
+                        np.random.default_rng(0))
+    grid = NetworkGrid(InlineGrid(client_app.app, 2, {}), net)
+    env.run(until=12)
+    assert grid.get_node_ids() == [2] and env.now == 25  # the server waited 13 simulated seconds
+    env.run(until=95)
+    assert grid.get_node_ids() == [] and env.now == 95  # nobody ever returns: no wait, no round

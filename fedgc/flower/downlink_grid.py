@@ -77,14 +77,19 @@ class DownlinkGrid(WrappedGrid):
         outcome: list[_InFlight] = []
         for message in train:
             record = message.content.array_records["arrays"]
-            target = targets.setdefault(id(record), as_replica(record.to_torch_state_dict()))
-            outcome.append(self._encode(message, target, stats))
+            if id(record) not in targets:
+                targets[id(record)] = as_replica(record.to_torch_state_dict())
+            outcome.append(self._encode(message, targets[id(record)], stats))
         ids = list(self.inner.push_messages(messages))
-        by_message = {id(m): i for m, i in zip(messages, ids)}
+        pushed = set(ids)
         for message, flight in zip(train, outcome):
-            message_id = by_message[id(message)]
-            if message_id:
+            # Every Flower grid writes the id into the message it pushes; a message it could not push
+            # has no id in the returned list, and its node's replica is in doubt from now on.
+            message_id = message.metadata.message_id
+            if message_id and message_id in pushed:
                 self.in_flight[message_id] = flight
+            else:
+                self.unsure.add(flight.node)
         self.last_round = stats
         return ids
 
@@ -92,9 +97,11 @@ class DownlinkGrid(WrappedGrid):
         node = message.metadata.dst_node_id
         config = ConfigRecord(dict(message.content.config_records["config"]))
         waiting = [i for i, f in self.in_flight.items() if f.node == node]
-        for message_id in waiting:  # a download never answered: the node may or may not have applied it
-            del self.in_flight[message_id]
-            self.unsure.add(node)
+        if waiting:  # an earlier download's reply was not pulled (a deadline, or the first K were in)
+            self.pull_messages(waiting)  # it may have arrived since: then it confirms the replica
+        for message_id in waiting:  # still unanswered: the node may or may not have applied it
+            if self.in_flight.pop(message_id, None) is not None:
+                self.unsure.add(node)
         if node in self.unsure:
             config[RESET] = True
             message.content = RecordDict({"arrays": message.content.array_records["arrays"], "config": config})
@@ -118,7 +125,7 @@ class DownlinkGrid(WrappedGrid):
             flight = self.in_flight.pop(reply.metadata.reply_to_message_id, None)
             if flight is None:
                 continue
-            if reply.has_error():
+            if reply.has_error() or reply.metadata.src_node_id != flight.node:
                 self.replicas.pop(flight.node, None)
                 self.unsure.add(flight.node)
             else:
@@ -132,7 +139,8 @@ class DownlinkGrid(WrappedGrid):
 
     # Checkpoints ------------------------------------------------------------------------------
     def state(self) -> dict:
-        return {"replicas": {n: ({k: v.clone() for k, v in r.items()}, d) for n, (r, d) in self.replicas.items()},
+        # Replicas are replaced, never changed in place: the checkpoint can hold them as they are.
+        return {"replicas": dict(self.replicas),
                 "unsure": sorted(self.unsure | {f.node for f in self.in_flight.values()})}
 
     def load_state(self, state: dict) -> None:

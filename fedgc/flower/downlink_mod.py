@@ -10,6 +10,7 @@ dense (a reset) and the client adopts that model.
 
 from __future__ import annotations
 
+import torch
 from flwr.app import ArrayRecord, Context, Message, MessageType, RecordDict
 
 from fedgc.compress.downlink import Weights, apply_download, as_replica, model_digest
@@ -44,6 +45,8 @@ def downlink_mod(msg: Message, context: Context, call_next) -> Message:
         return call_next(msg, context)
     config = msg.content.config_records.get("config")
     if DELTA_KEY in msg.content.array_records:
+        if config is None or not isinstance(config.get(BASE_DIGEST), str) or not isinstance(config.get(NEW_DIGEST), str):
+            raise DownlinkOutOfSync("a compressed download without its replica digests")
         replica = _replica(context)
         have = model_digest(replica)
         if have != config[BASE_DIGEST]:
@@ -56,5 +59,19 @@ def downlink_mod(msg: Message, context: Context, call_next) -> Message:
         content = RecordDict({"arrays": ArrayRecord({k: v.contiguous() for k, v in replica.items()}), "config": config})
         msg.content = content  # the ClientApp sees the model, as without downlink compression
     elif config is not None and config.get(RESET):
-        context.state[REPLICA_KEY] = pack_state(as_replica(msg.content.array_records["arrays"].to_torch_state_dict()))
+        context.state[REPLICA_KEY] = pack_state(_checked_reset(msg, context))
     return call_next(msg, context)
+
+
+def _checked_reset(msg: Message, context: Context) -> Weights:
+    """The whole model sent as a reset, if it has the model's tensors, shapes and finite values."""
+    record = msg.content.array_records.get("arrays")
+    if record is None:
+        raise DownlinkOutOfSync("a reset download without the model")
+    model = as_replica(record.to_torch_state_dict())
+    expected = {k: tuple(v.shape) for k, v in initial_model(context).items()}
+    if {k: tuple(v.shape) for k, v in model.items()} != expected:
+        raise DownlinkOutOfSync("a reset download whose tensors are not the model's")
+    if not all(bool(torch.isfinite(v).all()) for v in model.values()):
+        raise DownlinkOutOfSync("a reset download with non-finite values")
+    return model

@@ -67,7 +67,12 @@ class NetworkGrid(WrappedGrid):
         """Only the nodes that are online now, on the simulated clock (measured: every connected node)."""
         if self.measured:
             return sorted(self.inner.get_node_ids())
-        return self.network.online_nodes(sorted(self.inner.get_node_ids()))
+        nodes = sorted(self.inner.get_node_ids())
+        online = self.network.online_nodes(nodes)
+        if not online:  # everybody is offline: the round starts when the first client comes back
+            self.network.wait_for_online(nodes)
+            online = self.network.online_nodes(nodes)
+        return online
 
     def _bytes(self, table: str, message_id: str, message: Message) -> int:
         known = getattr(self.inner, table, None)

@@ -17,7 +17,7 @@ from flwr.serverapp import Grid
 from fedgc.compress.base import DensePayload
 from fedgc.flower import checkpoint
 from fedgc.flower.codec import encode_update
-from fedgc.flower.downlink_grid import DownlinkGrid
+from fedgc.flower.downlink_grid import DownlinkGrid, DownlinkRound
 from fedgc.flower.inline_grid import InlineGrid
 from fedgc.flower.network_grid import NetworkGrid
 from fedgc.flower.setup import federated_data
@@ -105,7 +105,9 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
         server_round = strategy.current_round
         traffic, stats = net_grid.last_round, strategy.last_stats
         record = RoundRecord(round=server_round, skipped=stats.skipped, attempt=stats.attempt)
-        if traffic is not None:
+        if traffic is None:  # nobody was selected: no time passed in this round
+            record.sim_start_s = record.sim_end_s = log.rows[-1].sim_end_s if log.rows else 0.0
+        else:
             timeline = traffic.timeline
             record.sim_start_s, record.sim_end_s = timeline.start, timeline.end
             record.round_duration_s = timeline.end - timeline.start
@@ -132,6 +134,9 @@ def run_server(grid: Grid, scenario: Scenario, out_dir: Path | None, *, quiet: b
             model.load_state_dict(arrays.to_torch_state_dict())
             record.accuracy, record.loss = evaluate(model, data.test, scenario.eval.batch_size)
         log.append(record)
+        net_grid.last_round = None  # what the next round sends is recorded anew, even if it sends nothing
+        if downlink is not None:
+            downlink.last_round = DownlinkRound()
         progress.update(record, sum(r.bytes_up for r in log.rows))
         if record.loss is not None and not math.isfinite(record.loss):
             raise Diverged(f"round {server_round}: the global model's test loss is not finite")

@@ -29,6 +29,10 @@ class Availability:
     def next_off(self, t: float) -> float:
         return math.inf
 
+    def next_on(self, t: float) -> float:
+        """The first moment ≥ t at which the client is online (inf: never again)."""
+        return t
+
 
 ALWAYS = Availability()
 
@@ -63,6 +67,10 @@ class ExponentialOnOff(Availability):
     def next_off(self, t: float) -> float:
         online, end = self._state(t)
         return end if online else t
+
+    def next_on(self, t: float) -> float:
+        online, end = self._state(t)
+        return t if online else end
 
 
 class IntervalAvailability(Availability):
@@ -107,6 +115,17 @@ class IntervalAvailability(Availability):
         if self.period is not None and self.ends[i] == self.period and self.starts[0] == 0.0:
             end += self.ends[0]  # the interval runs on into the next period's first one
         return end
+
+    def next_on(self, t: float) -> float:
+        if self.always or self.is_online(t):
+            return t
+        base, r = self._local(t)
+        i = bisect_right(self.starts, r)  # the first interval that starts after r
+        if i < len(self.starts):
+            return base + self.starts[i]
+        if self.period is not None and self.starts:
+            return base + self.period + self.starts[0]
+        return math.inf
 
 
 def read_interval_file(path: str | Path) -> dict[int, list[tuple[float, float]]]:

@@ -86,6 +86,15 @@ class NetworkModel:
         clients = self.clients
         return [n for n in node_ids if n in clients and clients[n].availability.is_online(now)]
 
+    def wait_for_online(self, node_ids: list[int]) -> None:
+        """Advance the clock to the first moment one of the given nodes is online, as a server waits
+        for clients to check in (no-op if one is online now, or none ever will be)."""
+        now = self.env.now
+        first = min((self.clients[n].availability.next_on(now) for n in node_ids if n in self.clients),
+                    default=math.inf)
+        if now < first < math.inf:
+            self.env.run(until=first)
+
     def _phases(self, jobs: list[ClientJob], start: float) -> tuple[list[float], list[float], list[float], list[float]]:
         """Per client: downloaded, computed, uploaded (inf where not reached) and the offline time."""
         n = len(jobs)
