@@ -2,7 +2,8 @@
 
 A checkpoint holds the global model, the server optimizer's buffers, the strategy's random generator
 and acknowledgement book, the network model (links, devices, availability and the simulated clock)
-and every client's ``Context.state`` (compression memory and pending updates). It is written to
+every client's ``Context.state`` (compression memory, pending updates, downlink replica) and, with
+downlink compression, the server's per-client replicas. It is written to
 ``checkpoint.pt.tmp``, flushed to disk and renamed over ``checkpoint.pt``: a crash at any moment
 leaves either the previous checkpoint or the new one, never a torn file.
 
