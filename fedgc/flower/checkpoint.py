@@ -1,7 +1,7 @@
 """Resumable run state: everything a run needs to continue exactly where it stopped.
 
 A checkpoint holds the global model, the server optimizer's buffers, the strategy's random generator
-and acknowledgement book, the network model (links, devices, availability and the simulated clock)
+and acknowledgement book, the network model (links, devices, availability and the simulated clock),
 every client's ``Context.state`` (compression memory, pending updates, downlink replica) and, with
 downlink compression, the server's per-client replicas. It is written to
 ``checkpoint.pt.tmp``, flushed to disk and renamed over ``checkpoint.pt``: a crash at any moment
