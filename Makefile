@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SCENARIO ?= scenarios/quickstart.yaml
 
-.PHONY: run test install clean
+.PHONY: run test install clean jvm jvm-proto
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,21 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The JVM/Android SuperNode (clients/jvm/README.md): needs a JDK, protoc and protobuf-java (Debian:
+# openjdk-17-jdk-headless protobuf-compiler libprotobuf-java), not the venv. jvm-proto rewrites the
+# committed Flower schema from the installed flwr (after a flwr upgrade).
+JVM_JAR := clients/jvm/build/fedgc-client.jar
+JVM_INPUTS := $(shell find clients/jvm/src -name '*.java' 2>/dev/null) clients/jvm/proto/flwr-proto.desc \
+	clients/jvm/proto/FLWR_VERSION clients/jvm/build.sh
+
+jvm: $(JVM_JAR)
+
+$(JVM_JAR): $(JVM_INPUTS)
+	clients/jvm/build.sh
+
+jvm-proto: $(STAMP)
+	$(PY) clients/jvm/gen_proto.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -1,4 +1,4 @@
-"""DGC reproduction on MNIST (issue #3): dense momentum SGD vs DGC at 99.9% sparsity and its ablations.
+"""DGC reproduction on MNIST: dense momentum SGD vs DGC at 99.9% sparsity and its ablations.
 
     .venv/bin/python bench/dgc_mnist.py [--jobs 2] [--rounds N] [--out runs/bench-dgc-mnist] [--reuse]
 
@@ -38,7 +38,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import yaml
 from results_block import write_block  # bench/ is on sys.path when a bench runs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,7 +81,7 @@ def shared_dir() -> Path:
 def run_variant(name: str, sets: list[str], out: Path, base_sets: list[str], reuse: bool, partial: bool) -> dict:
     run_dir = out / name
     if not (reuse and (run_dir / "summary.json").is_file()) and not partial:
-        cmd = [sys.executable, "-m", "fedgc.simulate", str(SCENARIO), "--out", str(run_dir), "--quiet"]
+        cmd = [sys.executable, "-m", "fedgc.simulate", str(SCENARIO), "--out", str(run_dir), "--overwrite", "--quiet"]
         for s in [*base_sets, *sets]:
             cmd += ["--set", s]
         env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
@@ -138,7 +137,7 @@ def write_results(results: dict, scenario: dict, path: Path) -> None:
     early_round = max(1, scenario["rounds"] // 10)
     lines = [
         BEGIN,
-        "## DGC on MNIST, data-parallel mode (issue #3)",
+        "## DGC on MNIST, data-parallel mode",
         "",
         (
             f"`bench/dgc_mnist.py`, scenario `scenarios/dgc_mnist.yaml`: {n} workers, IID MNIST (60k train, full 10k "
@@ -204,9 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="do not touch docs/results.md")
     args = parser.parse_args(argv)
 
-    from fedgc.scenario import validate
+    from fedgc.scenario import load_tree, validate
 
-    scenario = validate(yaml.safe_load(SCENARIO.read_text())).model_dump(mode="json")  # defaults filled in
+    scenario = validate(load_tree(SCENARIO)).model_dump(mode="json")  # defaults filled in
     base_sets = [f"data.root={shared_dir() / 'data' / 'mnist'}"]
     if args.rounds:
         scenario["rounds"] = args.rounds

@@ -1,4 +1,4 @@
-"""McMahan et al.'s CNN on pathological non-IID MNIST to 99% test accuracy (issue #6).
+"""McMahan et al.'s CNN on pathological non-IID MNIST to 99% test accuracy.
 
     OMP_NUM_THREADS=2 .venv/bin/python bench/mcmahan_cnn.py [--out runs/mcmahan] [--stop-after-target K]
     .venv/bin/python bench/mcmahan_cnn.py --reuse --out runs/mcmahan     # tables from an existing run
@@ -52,7 +52,7 @@ def run(out: Path, stop_after: int | None, shared: Path) -> None:
     """Run the scenario into ``out`` (or continue it, if ``out`` has a checkpoint), logging row times."""
     resume = (out / "checkpoint.pt").is_file()
     cmd = [sys.executable, "-m", "fedgc.simulate", "--quiet"]
-    cmd += ["--resume", str(out)] if resume else [str(SCENARIO), "--out", str(out), "--set", f"data.root={shared / 'data' / 'mnist'}"]
+    cmd += ["--resume", str(out)] if resume else [str(SCENARIO), "--out", str(out), "--overwrite", "--set", f"data.root={shared / 'data' / 'mnist'}"]
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "times.log", "a") as times, open(out / "bench.log", "a") as log:

@@ -52,24 +52,18 @@ def child(args: argparse.Namespace) -> None:
     import torch
 
     torch.set_num_threads(1)
-    from flwr.common.constant import SUPERLINK_NODE_ID
-    from flwr.supercore.task_identity import TaskIdentity
 
-    from fedgc.flower.client_app import app as client_app
     from fedgc.flower.inline_grid import InlineGrid
-    from fedgc.flower.server import run_server
-    from fedgc.flower.setup import SCENARIO_YAML
+    from fedgc.flower.loop import run_rounds
     from fedgc.models import build_model, parameter_count
-    from fedgc.scenario import dump_scenario, validate
+    from fedgc.scenario import validate
 
     tree = scenario(args.clients, args.rounds, args.fraction, args.data_root)
     tree["compression"]["momentum_dtype"] = args.momentum_dtype  # the scenario key compression.momentum_dtype
     sc = validate(tree)
-    grid = InlineGrid(client_app, sc.data.num_clients, {SCENARIO_YAML: dump_scenario(sc)})
-    # As fedgc.engines.run_inline, keeping the grid to read the clients' contexts afterwards.
-    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, grid.run.run_id, SUPERLINK_NODE_ID
+    grid = InlineGrid.for_scenario(sc)
     t0 = time.perf_counter()
-    summary = run_server(grid, sc, None, quiet=True)
+    summary = run_rounds(grid, sc, None, quiet=True)
     wall = time.perf_counter() - t0
 
     def state_bytes(context) -> int:

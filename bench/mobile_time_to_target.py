@@ -1,4 +1,4 @@
-"""Simulated time to target accuracy on mobile networks (issue #5): dense FedAvg vs DGC, LTE and 3G.
+"""Simulated time to target accuracy on mobile networks: dense FedAvg vs DGC, LTE and 3G.
 
     .venv/bin/python bench/mobile_time_to_target.py [--rounds N] [--jobs 1] [--out runs/bench-mobile] [--reuse]
 
@@ -30,7 +30,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import yaml
 from results_block import write_block  # bench/ is on sys.path when a bench runs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,6 +95,7 @@ def run_one(net: str, method: str, out: Path, extra: list[str], reuse: bool,
             str(REPO / "scenarios" / scenario_file),
             "--out",
             str(run_dir),
+            "--overwrite",
             "--quiet",
         ]
         for s in sets:
@@ -217,7 +217,7 @@ def write_results(results: dict, figs: dict, scen: dict, path: Path) -> None:
     c = scen["compression"]
     lines = [
         BEGIN,
-        "## Mobile networks: simulated time to target, dense FedAvg vs DGC (issue #5)",
+        "## Mobile networks: simulated time to target, dense FedAvg vs DGC",
         "",
         (
             f"`bench/mobile_time_to_target.py`, scenarios `scenarios/mnist_lte_dropouts.yaml` and "
@@ -338,7 +338,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="run the 3×3 grid of upload × download densities instead of METHODS")
     args = parser.parse_args(argv)
 
-    scen = yaml.safe_load((REPO / "scenarios" / NETWORKS["lte"][0]).read_text())
+    from fedgc.scenario import load_tree
+
+    scen = load_tree(REPO / "scenarios" / NETWORKS["lte"][0])
     extra = []
     if args.rounds:
         scen["rounds"] = args.rounds

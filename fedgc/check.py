@@ -12,15 +12,15 @@ import numpy as np
 import simpy
 
 from fedgc.data import FederatedData
-from fedgc.models import build_model, parameter_count
+from fedgc.models import parameter_count
 from fedgc.network.build import build_network
+from fedgc.run.parts import build_model_for
 from fedgc.scenario import Scenario
 
 
 def check_scenario(scenario: Scenario, data: FederatedData) -> str:
     """A one-line description of what the run would train on; ``ValueError``/``OSError`` if unusable."""
-    model = build_model(scenario.model.name, data.input_shape, data.num_classes, scenario.seed,
-                        options=scenario.model.options)
+    model = build_model_for(scenario, data)
     nodes = list(range(1, len(data.partitions) + 1))
     build_network(simpy.Environment(), scenario.network, nodes, np.random.default_rng(scenario.seed))
     return (f"{scenario.name}: {len(nodes)} clients, {sum(len(p) for p in data.partitions)} train samples, "

@@ -18,6 +18,7 @@ class RoundRecord:
     completed: int = 0
     cut: int = 0
     late: int = 0
+    discarded: int = 0  # still running when the first K updates were in (over-selection), dropped on purpose
     failed: int = 0
     rejected: int = 0
     applied: int = 0
@@ -41,6 +42,8 @@ class RoundRecord:
     downlink_resets: int = 0  # downloads sent dense because the node's replica was not known
     client_upload_bytes: list[int] = field(default_factory=list)
     client_upload_s: list[float] = field(default_factory=list)
+    clipped_nodes: list[int] = field(default_factory=list)  # updates the server scaled down (norm bound)
+    capped_nodes: list[int] = field(default_factory=list)  # updates whose weight share the server capped
 
 
 @dataclass
@@ -64,6 +67,7 @@ class Summary:
     updates_rejected: int
     updates_applied: int
     rounds_skipped: int = 0  # attempts that changed nothing (too few updates), retried or not
+    clients_discarded: int = 0  # Σ discarded: over-selection's extra clients, not counted as dropped
     stopped_reason: str = "completed"
 
 
@@ -123,6 +127,7 @@ class MetricsLog:
             updates_rejected=sum(r.rejected for r in rows),
             updates_applied=sum(r.applied for r in rows),
             rounds_skipped=sum(1 for r in rows if r.skipped),
+            clients_discarded=sum(r.discarded for r in rows),
             stopped_reason=stopped_reason,
         )
 
@@ -142,6 +147,38 @@ def read_rows(path: Path, count: int) -> list[RoundRecord]:
     if len(rows) < count:
         raise ValueError(f"{path} holds {len(rows)} rounds, but the checkpoint is at round {count}")
     return rows
+
+
+class FailureLog:
+    """``failures.jsonl``: one JSON object per client whose ClientApp raised (round, attempt, node,
+    exception type, one-line message). ``keep_rounds``: a resumed run keeps the lines of the rounds
+    up to its checkpoint and drops the rest (they will happen again)."""
+
+    def __init__(self, path: Path | None, keep_rounds: int | None = None) -> None:
+        self.path = path
+        self.count = 0
+        if path is None:
+            return
+        kept = []
+        if keep_rounds is not None and path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue  # a torn last line
+                if isinstance(row, dict) and isinstance(row.get("round"), int) and row["round"] <= keep_rounds:
+                    kept.append(line + "\n")
+        self.count = len(kept)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("".join(kept), encoding="utf-8")
+        tmp.replace(path)
+
+    def append(self, round: int, attempt: int, node: int, error_type: str, message: str) -> None:
+        self.count += 1
+        if self.path is not None:
+            row = {"round": round, "attempt": attempt, "node": node, "type": error_type, "message": message}
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
 
 
 def read_metrics(path: Path) -> list[dict]:

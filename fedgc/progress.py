@@ -20,10 +20,12 @@ class RunSoFar:
     bytes_up: int = 0
     bytes_down: int = 0
     last_accuracy: float | None = None
+    failed: int = 0  # clients whose ClientApp raised, over the whole run
 
     def add(self, record: RoundRecord) -> None:
         self.bytes_up += record.bytes_up
         self.bytes_down += record.bytes_down
+        self.failed += record.failed
         if record.accuracy is not None:
             self.last_accuracy = record.accuracy
 
@@ -39,10 +41,12 @@ def _megabytes(count: int) -> str:
 
 
 def progress_text(record: RoundRecord, so_far: RunSoFar) -> str:
-    """``sim 1,234s acc 91.2% up 0.420MB down 3.10MB ok 5 cut 0 late 1`` (the bar shows the round)."""
+    """``sim 1,234s acc 91.2% up 0.420MB down 3.10MB ok 5 cut 0 late 1 disc 2 failed 0/3`` (the bar
+    shows the round): the last round's clients, then failed in the last round / over the run."""
     acc = f"{so_far.last_accuracy * 100:.1f}%" if so_far.last_accuracy is not None else "-"
     return (f"sim {_sim_time(record.sim_end_s)} acc {acc} up {_megabytes(so_far.bytes_up)} "
-            f"down {_megabytes(so_far.bytes_down)} ok {record.completed} cut {record.cut} late {record.late}")
+            f"down {_megabytes(so_far.bytes_down)} ok {record.completed} cut {record.cut} late {record.late} "
+            f"disc {record.discarded} failed {record.failed}/{so_far.failed}")
 
 
 class Progress:
@@ -71,6 +75,13 @@ class Progress:
             return
         self.bar.set_postfix_str(progress_text(record, self.so_far), refresh=False)
         self.bar.update(record.round - self.bar.n)  # the bar follows the round number (a retried round repeats it)
+
+    def note(self, line: str) -> None:
+        """One line on stderr (through the bar when there is one), shown even without a bar."""
+        if self.bar is not None:
+            self.bar.write(line, file=sys.stderr)
+        else:
+            print(line, file=sys.stderr)
 
     def close(self) -> None:
         if self.bar is not None:

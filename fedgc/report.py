@@ -2,28 +2,31 @@
 
 Compares finished runs side by side. Reads only the run folders (``summary.json``, ``metrics.jsonl``,
 ``scenario.yaml``); prints the table (markdown by default) and, with ``--out``, writes it there as
-``report.<md|csv|json>`` with overlay plots (accuracy vs simulated time, vs uploaded bytes).
+``report.<md|csv|json>`` with overlay plots (accuracy vs simulated time, vs uploaded bytes). Runs that
+differ only by ``seed`` are one row (mean ± std, n) and one line with a ±std band; a sweep folder stands
+for the run folders inside it.
 Exit codes: 0 success; 2 a run folder is missing or invalid (one line on stderr, no traceback).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
-import math
 import sys
 import types
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
+from fedgc.engines import EXIT_INVALID
 from fedgc.metrics import RoundRecord, Summary
+from fedgc.report_table import GroupRow, ReportRow, group_row, group_runs, render, report_row
 
-EXIT_INVALID = 2
+__all__ = ["GroupRow", "ReportRow", "RunFolderError", "RunResult", "main", "read_run", "read_runs", "render",
+           "report_row", "report_rows", "run_folders", "to_markdown", "write_report"]
+
 FORMATS = ("md", "csv", "json")
 
 
@@ -40,33 +43,7 @@ class RunResult:
     summary: Summary
     rows: list[RoundRecord]
     compressor: str
-
-
-@dataclass(frozen=True)
-class ReportRow:
-    """One line of the comparison; raw units (accuracy 0–1, seconds, bytes) for csv and json."""
-
-    run: str
-    path: str
-    name: str
-    compressor: str
-    rounds: int
-    final_accuracy: float | None
-    best_accuracy: float | None
-    target_accuracy: float
-    time_to_target_s: float | None
-    rounds_to_target: int | None
-    sim_time_s: float
-    bytes_up: int
-    bytes_down: int
-    mb_up: float
-    mb_down: float
-    mean_achieved_density: float | None
-    compression_ratio_up: float | None
-    dropouts: int
-    failed: int
-    rejected: int
-    stopped_reason: str
+    scenario: dict[str, Any] = field(default_factory=dict)  # scenario.yaml as read
 
 
 # --- reading run folders ---------------------------------------------------------------------------
@@ -143,7 +120,7 @@ def read_run(run_dir: Path, label: str | None = None) -> RunResult:
         raise RunFolderError(f"{scenario_path}: expected a mapping of scenario keys")
     compression = scenario.get("compression")
     compressor = str(compression.get("name", "-")) if isinstance(compression, dict) else "-"
-    return RunResult(label or run_dir.name, run_dir, summary, rows, compressor)
+    return RunResult(label or run_dir.name, run_dir, summary, rows, compressor, scenario)
 
 
 def unique_labels(paths: list[Path]) -> list[str]:
@@ -160,8 +137,20 @@ def unique_labels(paths: list[Path]) -> list[str]:
                 depth[i] += 1
 
 
+def run_folders(paths: list[str | Path]) -> list[Path]:
+    """The paths, a sweep folder (no ``summary.json`` of its own, run folders inside) replaced by the
+    run folders inside it, in name order."""
+    folders = []
+    for path in map(Path, paths):
+        inside = sorted(p for p in path.iterdir() if (p / "summary.json").is_file()) \
+            if path.is_dir() and not (path / "summary.json").exists() else []
+        folders += inside or [path]
+    return folders
+
+
 def read_runs(run_dirs: list[str | Path]) -> list[RunResult]:
-    paths = [Path(p) for p in run_dirs]
+    """Read run folders (a sweep folder stands for the runs inside it)."""
+    paths = run_folders(run_dirs)
     seen: set[Path] = set()
     for path in paths:
         if path.resolve() in seen:
@@ -170,98 +159,31 @@ def read_runs(run_dirs: list[str | Path]) -> list[RunResult]:
     return [read_run(path, label) for path, label in zip(paths, unique_labels(paths))]
 
 
-# --- the table -------------------------------------------------------------------------------------
-
-def report_row(run: RunResult) -> ReportRow:
-    s = run.summary
-    densities = [r.achieved_density for r in run.rows if r.achieved_density is not None]
-    return ReportRow(
-        run=run.label, path=str(run.path), name=s.name, compressor=run.compressor, rounds=s.rounds,
-        final_accuracy=s.final_accuracy, best_accuracy=s.best_accuracy, target_accuracy=s.target_accuracy,
-        time_to_target_s=s.time_to_target_s, rounds_to_target=s.rounds_to_target, sim_time_s=s.sim_time_s,
-        bytes_up=s.bytes_up, bytes_down=s.bytes_down, mb_up=s.bytes_up / 1e6, mb_down=s.bytes_down / 1e6,
-        mean_achieved_density=sum(densities) / len(densities) if densities else None,
-        compression_ratio_up=s.compression_ratio_up, dropouts=s.clients_dropped, failed=s.clients_failed,
-        rejected=s.updates_rejected, stopped_reason=s.stopped_reason)
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value * 100:.1f}%"
-
-
-def _mb(value: float) -> str:
-    return f"{value:.3f}" if value < 10 else f"{value:,.1f}"
-
-
-def _seconds(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.1f}"
-
-
-MARKDOWN_COLUMNS = (
-    ("run", lambda r: r.run + (" †" if r.stopped_reason != "completed" else "")),
-    ("compressor", lambda r: r.compressor),
-    ("rounds", lambda r: str(r.rounds)),
-    ("final acc", lambda r: _pct(r.final_accuracy)),
-    ("best acc", lambda r: _pct(r.best_accuracy)),
-    ("target", lambda r: _pct(r.target_accuracy)),
-    ("time to target (s)", lambda r: _seconds(r.time_to_target_s)),
-    ("rounds to target", lambda r: "—" if r.rounds_to_target is None else str(r.rounds_to_target)),
-    ("sim time (s)", lambda r: _seconds(r.sim_time_s)),
-    ("MB up", lambda r: _mb(r.mb_up)),
-    ("MB down", lambda r: _mb(r.mb_down)),
-    ("density", lambda r: "—" if r.mean_achieved_density is None else f"{r.mean_achieved_density:.3g}"),
-    ("compression ratio", lambda r: "—" if r.compression_ratio_up is None else f"{r.compression_ratio_up:.1f}×"),
-    ("dropouts", lambda r: str(r.dropouts)),
-    ("failed", lambda r: str(r.failed)),
-    ("rejected", lambda r: str(r.rejected)),
-)
-
-
-TABLE_NOTE = ("Accuracy: final and best test accuracy. Time to target: simulated seconds until the first round "
-              "at or above the target (— never reached). Density: mean achieved density of the applied updates. "
-              "Compression ratio: dense fp32 upload bytes / actual upload bytes. Dropouts: clients cut or late.")
-
-
-def to_markdown(rows: list[ReportRow], plot_files: tuple[str, ...] = ()) -> str:
-    lines = ["| " + " | ".join(name for name, _ in MARKDOWN_COLUMNS) + " |",
-             "|" + "|".join("---" if i < 2 else "---:" for i in range(len(MARKDOWN_COLUMNS))) + "|"]
-    lines += ["| " + " | ".join(cell(r) for _, cell in MARKDOWN_COLUMNS) + " |" for r in rows]
-    notes = ["", TABLE_NOTE]
-    notes += [f"† {r.run}: stopped early ({r.stopped_reason})." for r in rows if r.stopped_reason != "completed"]
-    notes += [f"\n![{name}]({name})" for name in plot_files]
-    return "\n".join(lines + notes) + "\n"
-
-
-def _finite(value: Any) -> Any:
-    return None if isinstance(value, float) and not math.isfinite(value) else value
-
-
-def to_csv(rows: list[ReportRow]) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([f.name for f in fields(ReportRow)])
-    for row in rows:
-        writer.writerow(["" if v is None else v for v in (_finite(v) for v in asdict(row).values())])
-    return out.getvalue()
-
-
-def to_json(rows: list[ReportRow]) -> str:
-    return json.dumps([{k: _finite(v) for k, v in asdict(r).items()} for r in rows], indent=2) + "\n"
-
-
-def render(rows: list[ReportRow], fmt: str, plot_files: tuple[str, ...] = ()) -> str:
-    return to_markdown(rows, plot_files) if fmt == "md" else to_csv(rows) if fmt == "csv" else to_json(rows)
-
+# --- the report ------------------------------------------------------------------------------------
 
 def write_report(runs: list[RunResult], out_dir: Path, fmt: str = "md") -> Path:
     """``out_dir/report.<fmt>`` and the overlay plots; returns the report's path."""
-    from fedgc.plots import COMPARE_PLOT_FILES, RunSeries, accuracy_points, plot_comparison
+    from fedgc.plots import COMPARE_PLOT_FILES, accuracy_points, plot_comparison
+    from fedgc.plots.compare import mean_series
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    plot_comparison([RunSeries(r.label, accuracy_points(r.rows), r.summary.target_accuracy) for r in runs], out_dir)
+    groups = group_runs(runs)
+    rows = report_rows(groups)
+    plot_comparison([mean_series(row.row.run, [accuracy_points(r.rows) for r in group],
+                                 group[0].summary.target_accuracy) for row, group in zip(rows, groups)], out_dir)
     path = out_dir / f"report.{fmt}"
-    path.write_text(render([report_row(r) for r in runs], fmt, COMPARE_PLOT_FILES), encoding="utf-8")
+    path.write_text(render(rows, fmt, COMPARE_PLOT_FILES), encoding="utf-8")
     return path
+
+
+def to_markdown(rows: list[ReportRow | GroupRow], plot_files: tuple[str, ...] = ()) -> str:
+    """The markdown table of ``rows`` (single runs or seed groups), as ``fedgc report`` prints it."""
+    return render(rows, "md", plot_files)
+
+
+def report_rows(groups: list[list[RunResult]]) -> list[GroupRow]:
+    """One row per group of runs that differ only by seed (``group_runs``)."""
+    return [group_row(group) for group in groups]
 
 
 # --- command line ----------------------------------------------------------------------------------
@@ -274,13 +196,13 @@ class OneLineParser(argparse.ArgumentParser):
 
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog="python -m fedgc.report", description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders written by fedgc.simulate")
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders written by fedgc.simulate, or sweep folders holding them")
     parser.add_argument("--out", help="write report.<format> and the overlay plots into this folder")
     parser.add_argument("--format", choices=FORMATS, default="md", help="md (default), csv or json")
     args = parser.parse_args(argv)
     try:
         runs = read_runs(args.runs)
-        text = render([report_row(r) for r in runs], args.format)
+        text = render(report_rows(group_runs(runs)), args.format)
         if args.out:
             write_report(runs, Path(args.out), args.format)
     except (RunFolderError, OSError) as err:

@@ -2,10 +2,23 @@
 
 Every section is a pydantic model with ``extra="forbid"``: an unknown key is an error, and every
 error is reported in one line that names the field and the rule (see ``ScenarioError``).
+
+Input rules (docs/reliability.md, "Scenario input"):
+
+* files are read as YAML 1.2 (``fedgc.yaml12``): ``010`` is ten, ``1:30`` and ``yes`` are strings,
+  a duplicate key is an error; ``--set`` values follow the same rules;
+* validation is strict: ``true`` is not a number and ``2.0`` is not an integer;
+* every number must be finite. No key gives infinity a meaning: where a limit can be absent
+  (``network.deadline_s``, ``compression.clip_norm``, ...) the key is ``null``;
+* paths resolve as ``fedgc.paths`` says: relative to the scenario file, ``${VAR}`` expanded, and the
+  loaded scenario holds absolute paths.
 """
 
 from __future__ import annotations
 
+import copy
+import math
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,6 +29,17 @@ from fedgc.compress.config import CompressionConfig
 from fedgc.compress.downlink import DownlinkConfig
 from fedgc.data.config import DataConfig
 from fedgc.network.config import NetworkConfig
+from fedgc.paths import PathError, resolve_paths
+from fedgc.yaml12 import DuplicateKeyError
+from fedgc.yaml12 import dump as yaml12_dump
+from fedgc.yaml12 import load as yaml12_load
+
+# Bounds on the knobs whose cost grows with their value (docs/reliability.md). Measured on the 2-core
+# machine, one thread, batch 32: 10,000 SGD steps take 21 s (small_cnn), 5.4 min (mnist_cnn) and
+# 20 min (resnet20) per client per round; McMahan et al.'s E=5, B=10 on 600 samples is 300 steps.
+MAX_LOCAL_STEPS = 10_000
+MAX_EPOCHS = 100.0
+MAX_BATCH = 65_536
 
 
 class ScenarioError(ValueError):
@@ -23,7 +47,7 @@ class ScenarioError(ValueError):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ModelConfig(_Section):
@@ -41,10 +65,10 @@ class ModelConfig(_Section):
 
 
 class ClientConfig(_Section):
-    local_steps: int | None = Field(None, ge=1, description="SGD steps per round (exclusive with epochs)")
-    epochs: float | None = Field(None, gt=0.0, description="passes over the client's data per round")
-    batch_size: int = Field(32, ge=1)
-    lr: float = Field(0.05, gt=0.0)
+    local_steps: int | None = Field(None, ge=1, le=MAX_LOCAL_STEPS, description="SGD steps per round (exclusive with epochs)")
+    epochs: float | None = Field(None, gt=0.0, le=MAX_EPOCHS, description="passes over the client's data per round")
+    batch_size: int = Field(32, ge=1, le=MAX_BATCH)
+    lr: float = Field(0.05, gt=0.0, le=1e6)
     momentum: float = Field(0.0, ge=0.0, lt=1.0, description="local optimizer momentum")
     weight_decay: float = Field(0.0, ge=0.0)
 
@@ -71,12 +95,25 @@ class StrategyConfig(_Section):
     adam_tau: float = Field(1e-3, gt=0.0, description="FedAdam's adaptivity epsilon")
     clip_update_norm: float | None = Field(None, gt=0.0, description="server bounds each update's L2 norm")
     max_num_examples: int = Field(10_000_000, ge=1, description="replies claiming more examples are rejected")
+    norm_bound_factor: float | None = Field(
+        5.0, ge=1.0, description="from 3 updates on, scale down any update whose L2 norm exceeds this x the "
+        "round's median update norm (null: off)")
+    max_weight_share: float = Field(
+        0.5, gt=0.0, le=1.0, description="from 3 updates on, no update weighs more than this share of the "
+        "aggregate (1.0: off)")
+    aggregation: Literal["mean", "trimmed_mean", "median"] = Field(
+        "mean", description="from 3 updates on: FedAvg's weighted mean, or the coordinate-wise trimmed mean or "
+        "median of the (norm-bounded) updates, unweighted")
+    trim_fraction: float = Field(0.1, ge=0.0, lt=0.5, description="trimmed_mean: share of the largest and of the "
+                                 "smallest values dropped per coordinate")
+    max_idle_rounds: int = Field(10, ge=0, description="stop the run (exit 3) after this many consecutive "
+                                                       "attempts that applied no update; 0: never stop")
 
 
 class EvalConfig(_Section):
     target_accuracy: float = Field(0.9, gt=0.0, le=1.0)
-    every: int = Field(1, ge=1, description="evaluate the global model every N rounds (and the last)")
-    batch_size: int = Field(1024, ge=1)
+    every: int = Field(1, ge=1, le=1_000_000, description="evaluate the global model every N rounds (and the last)")
+    batch_size: int = Field(1024, ge=1, le=MAX_BATCH)
 
 
 class Scenario(_Section):
@@ -92,13 +129,29 @@ class Scenario(_Section):
     strategy: StrategyConfig = Field(default_factory=StrategyConfig)
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
-    checkpoint_every: int = Field(10, ge=0, description="write a resumable checkpoint every N rounds (0: never)")
+    checkpoint_every: int = Field(10, ge=0, le=1_000_000,
+                                  description="write a resumable checkpoint every N rounds (0: never)")
+
+    @model_validator(mode="after")
+    def _rounds_can_count(self) -> Scenario:
+        # The number of updates a round keeps: fedgc.flower.strategy.SelectionPolicy.wanted (over-selection
+        # selects more clients but keeps this many).
+        kept = max(1, round(self.strategy.fraction * self.data.num_clients))
+        if self.strategy.min_clients > kept:
+            raise ValueError(
+                f"strategy.min_clients: {self.strategy.min_clients} is more than the {kept} update(s) a round keeps "
+                f"(strategy.fraction {self.strategy.fraction} x data.num_clients {self.data.num_clients}): "
+                "no round could ever count")
+        return self
 
 
 def _one_line(err: ValidationError) -> str:
     first = err.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "scenario"
     msg = first["msg"].removeprefix("Value error, ")
+    named = re.match(r"^([a-z_]+(?:\.[a-z_]+)+): (.*)$", msg)
+    if named and (not first["loc"] or named.group(1).startswith(where + ".")):  # a rule names its own field
+        where, msg = named.groups()
     if first["type"] == "extra_forbidden":
         msg = "unknown key (not part of the scenario schema)"
     elif first["type"] == "missing":
@@ -122,23 +175,28 @@ def set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
 
 
 def parse_override(text: str) -> tuple[str, Any]:
-    """``"a.b=1e-3"`` → ``("a.b", 0.001)``: the value is parsed as YAML (numbers, booleans, null, lists)."""
+    """``"a.b=1e-3"`` → ``("a.b", 0.001)``: the value is YAML 1.2 (numbers, true/false, null, lists);
+    ``010`` is ten and ``1:30`` a string, as in a scenario file."""
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
         raise ScenarioError(f"--set {text!r}: expected KEY=VALUE")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml12_load(raw) if raw.strip() else ""
+    except DuplicateKeyError as err:
+        raise ScenarioError(f"--set {key.strip()}: {err.problem} (each key may appear once)") from None
     except yaml.YAMLError:
         value = raw
-    if isinstance(value, str):  # YAML 1.1 reads "1e-3" as a string; a number is meant
-        try:
-            value = float(value)
-        except ValueError:
-            pass
     return key.strip(), value
 
 
+def _duplicate_key(path: Path, err: DuplicateKeyError) -> ScenarioError:
+    line = f" at line {err.problem_mark.line + 1}" if err.problem_mark is not None else ""
+    return ScenarioError(f"{path}: {err.problem}{line} (each key may appear once)")
+
+
 def load_tree(path: str | Path) -> dict[str, Any]:
+    """The scenario file as a tree, read as YAML 1.2, with its relative paths made absolute from the
+    file's directory (``fedgc.paths``)."""
     path = Path(path)
     if path.is_dir():
         raise ScenarioError(f"{path}: is a directory, expected a scenario YAML file")
@@ -149,7 +207,9 @@ def load_tree(path: str | Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as err:
         raise ScenarioError(f"{path}: cannot read ({err.__class__.__name__})") from None
     try:
-        tree = yaml.safe_load(text)
+        tree = yaml12_load(text)
+    except DuplicateKeyError as err:
+        raise _duplicate_key(path, err) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -158,12 +218,39 @@ def load_tree(path: str | Path) -> dict[str, Any]:
         raise ScenarioError(f"{path}: empty scenario file")
     if not isinstance(tree, dict):
         raise ScenarioError(f"{path}: expected a mapping of scenario keys at the top level")
+    _resolve(tree, path.parent)
     return tree
 
 
-def validate(tree: dict[str, Any]) -> Scenario:
+def _resolve(tree: dict[str, Any], base: Path) -> None:
     try:
-        return Scenario.model_validate(tree)
+        resolve_paths(tree, base)
+    except PathError as err:
+        raise ScenarioError(str(err)) from None
+
+
+def _reject_non_finite(node: Any, where: str = "") -> None:
+    """Every number in a scenario is finite (no key gives infinity a meaning; absent limits are null)."""
+    if isinstance(node, float) and not math.isfinite(node):
+        raise ScenarioError(f"{where or 'scenario'}: must be a finite number (got {node}); "
+                            "no scenario key takes inf or nan (use null for 'no limit' where the key allows it)")
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _reject_non_finite(value, f"{where}.{key}" if where else str(key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _reject_non_finite(value, f"{where}.{i}")
+
+
+def validate(tree: dict[str, Any]) -> Scenario:
+    """Validate a scenario tree (strictly, finite numbers only); relative paths in it are taken from
+    the current directory. The caller's tree is not modified."""
+    tree = copy.deepcopy(tree)
+    _reject_non_finite(tree)
+    if isinstance(tree, dict):
+        _resolve(tree, Path.cwd())
+    try:
+        return Scenario.model_validate(tree, strict=True)
     except ValidationError as err:
         raise ScenarioError(_one_line(err)) from None
 
@@ -178,4 +265,4 @@ def load_scenario(path: str | Path, overrides: list[str] | tuple[str, ...] = ())
 
 def dump_scenario(scenario: Scenario) -> str:
     """The resolved scenario (every default filled in) as YAML."""
-    return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
+    return yaml12_dump(scenario.model_dump(mode="json"))

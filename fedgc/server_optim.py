@@ -22,6 +22,12 @@ class ServerOptimizer:
     # Internal state (checkpointed with the run).
     buffers: dict[str, torch.Tensor] = field(default_factory=dict)
 
+    def state_dict(self) -> dict:
+        return {"buffers": dict(self.buffers)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.buffers = dict(state["buffers"])
+
     def step(self, weights: dict[str, torch.Tensor], delta: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """New weights; ``weights`` is not modified."""
         return {name: weights[name] - self._direction(name, delta[name]) for name in weights}

@@ -1,8 +1,13 @@
-"""``python -m fedgc.simulate SCENARIO.yaml [--out DIR] [--set KEY=VALUE ...] [--quiet]``
+"""``python -m fedgc.simulate SCENARIO.yaml [--out DIR [--overwrite]] [--set KEY=VALUE ...] [--quiet]``
 or ``python -m fedgc.simulate --resume RUN_DIR`` (continue a stopped run from its last checkpoint).
 
+Every run gets a folder of its own, locked while the run writes it (``fedgc.run_folder``): the default
+``runs/<name>-<timestamp>`` never collides, an ``--out`` folder holding files is refused unless
+``--overwrite`` (which clears it first), and a folder in use by another process is refused.
+
 Exit codes: 0 success; 2 the scenario or its inputs are invalid (one line on stderr, no traceback);
-3 training diverged (the model became non-finite; the last good model is kept).
+3 the run stopped early: training diverged (the model became non-finite) or went idle (no update
+applied for ``strategy.max_idle_rounds`` attempts); the last good model is kept.
 """
 
 from __future__ import annotations
@@ -10,14 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
 
+from fedgc.engines import EXIT_DIVERGED, EXIT_INVALID, run_scenario
+from fedgc.run_folder import claim_folder, lock_existing, new_run_folder
 from fedgc.scenario import ScenarioError, dump_scenario, load_scenario
 
-EXIT_INVALID = 2
-EXIT_DIVERGED = 3
+__all__ = ["EXIT_DIVERGED", "EXIT_INVALID", "main"]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -25,7 +30,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("scenario", nargs="?", help="scenario YAML file (not with --resume)")
     parser.add_argument("--resume", metavar="RUN_DIR",
                         help="continue the run in RUN_DIR from its last checkpoint (same scenario and seed)")
-    parser.add_argument("--out", help="output folder (default runs/<name>-<timestamp>)")
+    parser.add_argument("--out", help="output folder (default runs/<name>-<timestamp>); must be new or empty")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="with --out: clear that folder first if it holds a previous run")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a scenario key, e.g. --set compression.density=0.001 (repeatable)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -34,35 +41,39 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sweep", dest="sweeps", action="append", default=[], metavar="KEY=V1,V2,...",
                         help="run every combination of the swept values into OUT/KEY=VALUE/ and write "
                              "OUT/report.md (repeatable; see fedgc/sweep.py)")
+    parser.add_argument("--seeds", metavar="S1,S2,...",
+                        help="run each seed into its own folder (= --sweep seed=S1,S2,...; combines with --sweep)")
     return parser.parse_args(argv)
-
-
-def default_out_dir(name: str) -> Path:
-    return Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.seeds is not None:
+        args.sweeps.append(f"seed={args.seeds}")
     if args.sweeps:
         from fedgc.sweep import sweep_main
 
         return sweep_main(args.scenario, args.overrides, args.sweeps, args.out, args.quiet,
-                          resume=getattr(args, "resume", None), check=getattr(args, "check", False))
+                          resume=args.resume, check=args.check, overwrite=args.overwrite)
     if (args.scenario is None) == (args.resume is None):
         print("error: give a scenario file, or --resume RUN_DIR (not both)", file=sys.stderr)
         return EXIT_INVALID
-    if args.resume and (args.out or args.overrides):
-        print("error: --resume continues the run as it was: --out and --set do not apply", file=sys.stderr)
+    if args.resume and (args.out or args.overrides or args.overwrite):
+        print("error: --resume continues the run as it was: --out, --overwrite and --set do not apply",
+              file=sys.stderr)
         return EXIT_INVALID
+    if args.overwrite and not args.out:
+        print("error: --overwrite needs --out (the default folder is always new)", file=sys.stderr)
+        return EXIT_INVALID
+    lock = None
     try:
         if args.resume:
             out_dir = Path(args.resume)
+            lock = lock_existing(out_dir)  # before reading anything: a running run's folder is refused
             scenario = load_scenario(out_dir / "scenario.yaml")
         else:
             scenario = load_scenario(args.scenario, args.overrides)
-            out_dir = Path(args.out) if args.out else default_out_dir(scenario.name)
-        from fedgc.engines import ENGINES
-        from fedgc.flower.setup import federated_data
+        from fedgc.run.parts import federated_data
 
         data = federated_data(scenario)  # load and partition now, so bad data fails fast with exit 2
         if args.check:
@@ -70,16 +81,23 @@ def main(argv: list[str] | None = None) -> int:
 
             print(f"ok: {check_scenario(scenario, data)}")
             return 0
-        out_dir.mkdir(parents=True, exist_ok=True)
         if not args.resume:
+            if args.out:
+                out_dir = Path(args.out)
+                lock = claim_folder(out_dir, overwrite=args.overwrite)
+            else:
+                out_dir, lock = new_run_folder(scenario.name)
             (out_dir / "scenario.yaml").write_text(dump_scenario(scenario))
-        summary = ENGINES[scenario.engine](scenario, out_dir, quiet=args.quiet, resume=bool(args.resume))
+        summary = run_scenario(scenario, out_dir, quiet=args.quiet, resume=bool(args.resume))
     except (ScenarioError, ValueError, OSError) as err:
         print(f"error: {err}".splitlines()[0], file=sys.stderr)
         return EXIT_INVALID
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        if lock is not None:
+            lock.release()
     print(json.dumps(asdict(summary), indent=2))
     print(f"outputs in {out_dir}", file=sys.stderr)
     if summary.stopped_reason != "completed":

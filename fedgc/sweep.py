@@ -5,6 +5,7 @@ folder (``OUT/compression.name=none/``; with several keys ``OUT/compression.name
 then writes the comparison (``OUT/report.md`` and the overlay plots, see ``fedgc.report``) and prints
 its table. ``--set`` applies to every point; a swept key wins over a ``--set`` of the same key.
 Values are parsed like ``--set`` values (YAML: numbers, booleans, null) and cannot contain commas.
+``--seeds 0,1,2`` is ``--sweep seed=0,1,2``; the report groups runs that differ only by seed.
 """
 
 from __future__ import annotations
@@ -109,13 +110,16 @@ def plan(base_tree: dict[str, Any], axes: list[SweepAxis]) -> list[tuple[SweepPo
     return planned
 
 
-def run_point(scenario: Scenario, out_dir: Path, *, quiet: bool = True) -> Summary:
-    """One normal run folder (``scenario.yaml``, ``metrics.jsonl``, ``summary.json``, ``plots/``, ``model.pt``)."""
-    from fedgc.engines import ENGINES
+def run_point(scenario: Scenario, out_dir: Path, *, quiet: bool = True, overwrite: bool = True) -> Summary:
+    """One normal run folder (``scenario.yaml``, ``metrics.jsonl``, ``summary.json``, ``plots/``, ``model.pt``),
+    locked while it runs. From Python (notebooks) a folder holding an earlier run is cleared first, so
+    re-running a cell never mixes two runs; ``overwrite=False`` refuses such a folder instead."""
+    from fedgc.engines import run_scenario
+    from fedgc.run_folder import claim_folder
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "scenario.yaml").write_text(dump_scenario(scenario))
-    return ENGINES[scenario.engine](scenario, out_dir, quiet=quiet)
+    with claim_folder(out_dir, overwrite=overwrite):
+        (out_dir / "scenario.yaml").write_text(dump_scenario(scenario))
+        return run_scenario(scenario, out_dir, quiet=quiet)
 
 
 def run_sweep(base_tree: dict[str, Any], axes: list[SweepAxis], out_dir: Path, *, quiet: bool = True,
@@ -130,7 +134,7 @@ def run_sweep(base_tree: dict[str, Any], axes: list[SweepAxis], out_dir: Path, *
         if log is not None:
             log(f"[{number}/{len(planned)}] {point.folder}")
         try:
-            summary = run_point(scenario, out_dir / point.folder, quiet=quiet)
+            summary = run_point(scenario, out_dir / point.folder, quiet=quiet, overwrite=False)
         except (ValueError, OSError) as err:
             raise SweepError(f"{point.folder}: {err}".splitlines()[0]) from None
         runs.append(SweepRun(point, out_dir / point.folder, summary))
@@ -141,7 +145,7 @@ def run_sweep(base_tree: dict[str, Any], axes: list[SweepAxis], out_dir: Path, *
 def check_points(base_tree: dict[str, Any], axes: list[SweepAxis]) -> list[str]:
     """``--check`` for every point: load its data, build its model and network, train nothing."""
     from fedgc.check import check_scenario
-    from fedgc.flower.setup import federated_data
+    from fedgc.run.parts import federated_data
 
     lines = []
     for point, scenario in plan(base_tree, axes):
@@ -153,10 +157,13 @@ def check_points(base_tree: dict[str, Any], axes: list[SweepAxis]) -> list[str]:
 
 
 def sweep_main(scenario_path: str | None, overrides: list[str], sweeps: list[str], out: str | None,
-               quiet: bool, resume: str | None = None, check: bool = False) -> int:
+               quiet: bool, resume: str | None = None, check: bool = False, overwrite: bool = False) -> int:
     """The ``--sweep`` path of ``python -m fedgc.simulate``; returns the exit code. With ``check``,
-    every point is checked (``--check``) and nothing runs."""
-    from fedgc.simulate import EXIT_DIVERGED, EXIT_INVALID, default_out_dir
+    every point is checked (``--check``) and nothing runs. The sweep folder is claimed like a run
+    folder (``fedgc.run_folder``: new or empty, or cleared with ``overwrite``) and locked until the
+    report is written; every point folder inside it is new."""
+    from fedgc.engines import EXIT_DIVERGED, EXIT_INVALID
+    from fedgc.run_folder import claim_folder, new_run_folder
 
     def fail(message: str) -> int:
         print(f"error: {message}".splitlines()[0], file=sys.stderr)
@@ -175,8 +182,12 @@ def sweep_main(scenario_path: str | None, overrides: list[str], sweeps: list[str
             print("\n".join(f"ok: {line}" for line in check_points(tree, axes)))
             return 0
         first_point_scenario = plan(tree, axes)[0][1]
-        out_dir = Path(out) if out else default_out_dir(first_point_scenario.name)
-        runs = run_sweep(tree, axes, out_dir, quiet=quiet, log=lambda line: print(line, file=sys.stderr))
+        if out:
+            out_dir, lock = Path(out), claim_folder(Path(out), overwrite=overwrite)
+        else:
+            out_dir, lock = new_run_folder(first_point_scenario.name)
+        with lock:
+            runs = run_sweep(tree, axes, out_dir, quiet=quiet, log=lambda line: print(line, file=sys.stderr))
     except (ScenarioError, SweepError, ValueError, OSError) as err:
         return fail(str(err))
     except KeyboardInterrupt:

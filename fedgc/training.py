@@ -21,28 +21,33 @@ class LocalTrainResult:
 def train_local(model: nn.Module, data: ArrayDataset, *, steps: int, batch_size: int, lr: float,
                 generator: torch.Generator, momentum: float = 0.0, weight_decay: float = 0.0,
                 grad_clip_norm: float | None = None) -> LocalTrainResult:
-    """Run ``steps`` SGD steps on minibatches drawn by reshuffling ``data`` each pass."""
+    """Run ``steps`` SGD steps on minibatches drawn by reshuffling ``data`` each pass, on the model's
+    device (the batch order is drawn on the CPU, so it is the same on every device)."""
+    device = next(model.parameters()).device
     model.train()
-    x = torch.from_numpy(data.x)
-    y = torch.from_numpy(data.y)
+    x = torch.from_numpy(data.x).to(device)
+    y = torch.from_numpy(data.y).to(device)
     n = len(data)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
     loss_fn = nn.CrossEntropyLoss()
     order = torch.randperm(n, generator=generator)
-    cursor, samples, loss_sum = 0, 0, 0.0
+    cursor, samples, losses = 0, 0, []
     for _ in range(steps):
         if cursor >= n:
             order, cursor = torch.randperm(n, generator=generator), 0
         batch = order[cursor:cursor + batch_size]
         cursor += batch_size
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x[batch]), y[batch])
+        index = batch.to(device)
+        loss = loss_fn(model(x[index]), y[index])
         loss.backward()
         if grad_clip_norm is not None:
             nn.utils.clip_grad_norm_(model.parameters(), grad_clip_norm)
         optimizer.step()
         samples += int(batch.numel())
-        loss_sum += float(loss.detach())
+        losses.append(loss.detach())  # read once at the end: no device synchronisation per step
+    # Summed in Python floats in step order, as a running ``loss_sum += float(loss)`` would.
+    loss_sum = sum(float(v) for v in torch.stack(losses).cpu()) if losses else 0.0
     return LocalTrainResult(steps=steps, samples=samples, mean_loss=loss_sum / max(1, steps))
 
 

@@ -3,6 +3,7 @@ metrics of a run that was never interrupted (same scenario, same seed)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -33,6 +34,12 @@ def stateful_scenario(tiny: dict, rounds: int, every: int) -> dict:
     return tiny
 
 
+def checkpoint_state(run_dir: Path) -> dict:
+    """The run part of the checkpoint (rounds done, metrics rows, global model), read the way a resume
+    reads it (plain data only)."""
+    return torch.load(run_dir / CHECKPOINT, weights_only=True)["state"]["run"]
+
+
 def write(path: Path, tree: dict) -> Path:
     path.write_text(yaml.safe_dump(tree))
     return path
@@ -54,7 +61,7 @@ def test_resume_from_a_mid_run_checkpoint_reproduces_the_metrics(tmp_path, tiny_
     full = tmp_path / "full"
     assert run_cli(str(path), "--out", str(full)) == 0
     assert (full / CHECKPOINT).is_file(), "a checkpoint is written every 3 rounds"
-    assert torch.load(full / CHECKPOINT, weights_only=False)["round"] == 3
+    assert checkpoint_state(full)["round"] == 3
     # A crash after round 5: the folder holds the round-3 checkpoint and five rows of metrics.
     crashed = tmp_path / "crashed"
     crashed.mkdir()
@@ -128,7 +135,11 @@ def test_resume_and_a_scenario_together_are_refused(tmp_path, capsys):
     assert main(["s.yaml", "--resume", str(tmp_path)]) == 2
     assert main([]) == 2
     assert main(["--resume", str(tmp_path), "--set", "rounds=3"]) == 2
-    assert len(capsys.readouterr().err.strip().splitlines()) == 3
+    assert main(["--resume", str(tmp_path), "--out", str(tmp_path / "elsewhere")]) == 2
+    assert main(["--resume", str(tmp_path), "--overwrite"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 5 and all(line.startswith("error: ") for line in err)
+    assert not (tmp_path / "elsewhere").exists()
 
 
 def test_divergence_keeps_the_last_good_checkpoint_and_model(tmp_path, tiny_scenario, capsys):
@@ -140,7 +151,7 @@ def test_divergence_keeps_the_last_good_checkpoint_and_model(tmp_path, tiny_scen
     out = tmp_path / "run"
     assert run_cli(str(write(tmp_path / "s.yaml", scenario)), "--out", str(out)) == 3
     assert "diverged: round 3" in capsys.readouterr().err
-    state = torch.load(out / CHECKPOINT, weights_only=False)
+    state = checkpoint_state(out)
     assert state["round"] == 2 and len((out / "metrics.jsonl").read_text().splitlines()) == 3
     kept = torch.load(out / "model.pt")
     assert all(torch.isfinite(w).all() and torch.equal(w, state["weights"][k]) for k, w in kept.items())
@@ -154,7 +165,7 @@ def test_resume_with_retried_rounds_reproduces_the_metrics(tmp_path, tiny_scenar
     full = tmp_path / "full"
     assert run_cli(str(path), "--out", str(full)) == 0
     lines = (full / "metrics.jsonl").read_text().splitlines(keepends=True)
-    state = torch.load(full / CHECKPOINT, weights_only=False)
+    state = checkpoint_state(full)
     assert state["round"] == 4 and state["metrics_rows"] > 4, "some rounds were retried before the checkpoint"
     crashed = tmp_path / "crashed"
     crashed.mkdir()
@@ -163,3 +174,106 @@ def test_resume_with_retried_rounds_reproduces_the_metrics(tmp_path, tiny_scenar
     (crashed / "metrics.jsonl").write_text("".join(lines[:-1]))
     assert run_cli("--resume", str(crashed)) == 0
     assert (crashed / "metrics.jsonl").read_bytes() == (full / "metrics.jsonl").read_bytes()
+
+
+def _completed_run(tmp_path, tiny, rounds=4, every=2) -> tuple[Path, dict]:
+    scenario = {**tiny, "rounds": rounds, "checkpoint_every": every}
+    out = tmp_path / "run"
+    assert run_cli(str(write(tmp_path / "s.yaml", scenario)), "--out", str(out)) == 0
+    return out, {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+
+
+def _edit_scenario(run_dir: Path, **changes) -> None:
+    tree = yaml.safe_load((run_dir / "scenario.yaml").read_text())
+    for dotted, value in changes.items():
+        *sections, key = dotted.split("__")
+        node = tree
+        for section in sections:
+            node = node[section]
+        node[key] = value
+    write(run_dir / "scenario.yaml", tree)
+
+
+@pytest.mark.parametrize(("changes", "named"), [
+    ({"rounds": 1}, "rounds: lowered from 4 to 1"),  # below the checkpoint's round 2
+    ({"rounds": 3}, "rounds: lowered from 4 to 3"),  # would cut rows of a completed run
+    ({"network__profile": "3g"}, "in network.profile;"),
+    ({"model__name": "logreg"}, "in model.name;"),
+    ({"seed": 8, "compression__density": 0.5}, "in compression.density, seed;"),
+])
+def test_resume_with_an_edited_scenario_is_refused_and_changes_nothing(tmp_path, tiny_scenario, capsys, changes,
+                                                                      named):
+    out, before = _completed_run(tmp_path, tiny_scenario)
+    _edit_scenario(out, **changes)
+    before["scenario.yaml"] = (out / "scenario.yaml").read_bytes()
+    capsys.readouterr()
+    assert run_cli("--resume", str(out)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err and named in err, err
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
+def test_raising_rounds_extends_a_run_like_a_run_started_with_more_rounds(tmp_path, tiny_scenario):
+    out, _ = _completed_run(tmp_path, tiny_scenario, rounds=4, every=2)
+    _edit_scenario(out, rounds=7, checkpoint_every=3, eval__target_accuracy=0.6)
+    assert run_cli("--resume", str(out)) == 0
+    fresh = tmp_path / "fresh"
+    tree = yaml.safe_load((out / "scenario.yaml").read_text())
+    assert run_cli(str(write(tmp_path / "fresh.yaml", tree)), "--out", str(fresh)) == 0
+    assert (out / "metrics.jsonl").read_bytes() == (fresh / "metrics.jsonl").read_bytes()
+    assert json.loads((out / "summary.json").read_text())["rounds"] == 7
+    final, extended = torch.load(fresh / "model.pt"), torch.load(out / "model.pt")
+    assert all(torch.equal(final[k], extended[k]) for k in final)
+
+
+def _rewrite_checkpoint(run_dir: Path, edit) -> None:
+    payload = torch.load(run_dir / CHECKPOINT, weights_only=True)
+    edit(payload)
+    torch.save(payload, run_dir / CHECKPOINT)
+
+
+@pytest.mark.parametrize(("edit", "named"), [
+    (lambda p: p["state"]["run"]["weights"].update(extra=torch.zeros(3)), "an unknown extra"),
+    (lambda p: p["state"]["run"]["weights"].pop(next(iter(p["state"]["run"]["weights"]))), "its model has no "),
+    (lambda p: p["state"]["run"]["weights"].update({k: torch.zeros(2, 2) for k in list(p["state"]["run"]["weights"])[:1]}),
+     "has shape (2, 2)"),
+    (lambda p: p.update(format=1), "has format 1, this fedgc reads format 3 only"),
+    (lambda p: p.update(format=2), "has format 2, this fedgc reads format 3 only"),  # the flat format before parts
+    (lambda p: p["state"].pop("network"), "is malformed"),
+    (lambda p: p["state"]["run"].update(round="3"), "is malformed"),
+    (lambda p: p["state"]["transport"].update(contexts={1: {"arrays": 5}}), "is malformed"),
+    (lambda p: p["state"]["network"]["clients"][1].update({"class": "os:system"}), "which is not allowed"),
+])
+def test_a_checkpoint_that_does_not_fit_is_a_one_line_error(tmp_path, tiny_scenario, capsys, edit, named):
+    out, _ = _completed_run(tmp_path, tiny_scenario)
+    _rewrite_checkpoint(out, edit)
+    capsys.readouterr()
+    assert run_cli("--resume", str(out)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err and named in err, err
+
+
+class _RunsCode:
+    """Unpickling this object runs code: it creates the file ``marker``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (exec, (f"open({str(self.marker)!r}, 'w').write('ran')",))
+
+
+def test_a_checkpoint_holding_a_code_running_object_is_refused_and_the_code_does_not_run(tmp_path, tiny_scenario,
+                                                                                         capsys):
+    out, _ = _completed_run(tmp_path, tiny_scenario)
+    marker = tmp_path / "code-ran"
+    _rewrite_checkpoint(out, lambda p: p["state"]["transport"].update(next_message_id=_RunsCode(marker)))
+    capsys.readouterr()
+    assert run_cli("--resume", str(out)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert "not a plain-data checkpoint" in err
+    assert not marker.exists()
+    # The file is live: an unpickling load (what format 1 did) would have run it.
+    torch.load(out / CHECKPOINT, weights_only=False)
+    assert marker.read_text() == "ran"

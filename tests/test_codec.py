@@ -1,5 +1,7 @@
 """The wire codec: bit-exact round trips (hypothesis), corrupted bytes always rejected with
-CodecError, the test vectors in tests/vectors both ways, and the MNIST-CNN compression ratio."""
+CodecError, the test vectors in tests/vectors both ways, and the MNIST-CNN compression ratio.
+The vectors are written by ``python -m tests.make_vectors``; tests/test_vectors.py checks them bit
+for bit, the rejection vectors, and the reasons against docs/wire-format.md."""
 
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ from fedgc.compress import compressor_names
 from fedgc.compress.base import CompressionContext, SparsePayload
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.update import build_compression, compress_update
-from fedgc.flower.codec import CodecError, decode_bytes, decode_update, encode_bytes, encode_update
-from fedgc.flower.varint import decode_indices, encode_indices
+from fedgc.flower.codec import decode_update, encode_update
+from fedgc.wire.codec import CodecError, decode_bytes, encode_bytes
+from fedgc.wire.varint import decode_indices, encode_indices
 
 VECTORS = Path(__file__).parent / "vectors"
 SHAPES = {"w": (6, 7), "b": (5,), "c": (3, 2, 2)}
@@ -149,7 +152,7 @@ def test_mnist_cnn_topk_0001_compression_ratio():
     from flwr.app import Message, MessageType, MetricRecord, RecordDict
     from flwr.supercore.task_identity import TaskIdentity
 
-    from fedgc.flower.server import dense_reply_bytes
+    from fedgc.flower.loop import dense_reply_bytes
     from fedgc.flower.wire import message_wire_size
     from fedgc.models import build_model
 
@@ -171,35 +174,3 @@ def test_mnist_cnn_topk_0001_compression_ratio():
                         message_type=MessageType.TRAIN)
         ratios[value_dtype] = dense_reply_bytes(shapes) / message_wire_size(reply)
     assert ratios["fp32"] >= 600 and ratios["fp16"] > ratios["fp32"]
-
-
-def make_vectors() -> None:
-    """Regenerate tests/vectors/*.json: ``python -m tests.test_codec``."""
-    shapes = {"w": (2, 6), "b": (3,)}
-    g = torch.Generator().manual_seed(5)
-    tensors = {k: torch.randn(s, generator=g).mul(4).round().div(4) for k, s in shapes.items()}
-    cases = [  # (file, kind, compressor, extra config, deterministic?)
-        ("dense", "dense", "none", {}, True), ("dense_fp16", "dense", "fp16", {}, True),
-        ("sparse_varint", "sparse", "topk", {"density": 0.25}, True),
-        ("sparse_bitmap_fp16", "sparse", "topk", {"density": 0.9, "value_dtype": "fp16"}, True),
-        ("sign", "sign", "onebit", {}, True), ("vote", "vote", "signsgd", {}, True),
-        ("stc", "stc", "stc", {"density": 0.25}, True), ("ternary", "ternary", "terngrad", {}, False),
-        ("qsgd", "qsgd", "qsgd", {"qsgd_levels": 3, "qsgd_bucket_size": 4}, False),
-        ("natural", "natural", "natural", {}, False), ("lowrank", "lowrank", "powersgd", {"powersgd_rank": 1}, False),
-    ]
-    for file, kind, name, extra, deterministic in cases:
-        config = {"name": name, "density": 0.5, "dense_small_tensors": False, **extra}
-        cfg = CompressionConfig(**config)
-        compressor, memory = build_compression(cfg)
-        out = compress_update(tensors, compressor, memory,
-                              CompressionContext(density=cfg.density, generator=torch.Generator().manual_seed(1)),
-                              dense_small_tensors=False, value_dtype=cfg.value_dtype)
-        vector = {"kind": kind, "compressor": name, "shapes": shapes, "hex": encode_bytes(out.payloads).hex(),
-                  "decoded": {k: v.flatten().tolist() for k, v in out.sent.items()}}
-        if deterministic:
-            vector.update(config=config, input={k: v.flatten().tolist() for k, v in tensors.items()})
-        (VECTORS / f"{file}.json").write_text(json.dumps(vector, indent=1) + "\n")
-
-
-if __name__ == "__main__":
-    make_vectors()

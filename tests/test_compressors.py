@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from fedgc.compress import compressor_names
+from fedgc.compress.aggregate import aggregate_payloads
 from fedgc.compress.base import CompressionContext, LowRankPayload, VotePayload
 from fedgc.compress.bits import PackingError, pack_bits, pack_trits, pack_uint, unpack_bits, unpack_trits, unpack_uint
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.memory import NoMemory
 from fedgc.compress.update import build_compression, compress_update
-from fedgc.flower.aggregate import aggregate_payloads
-from fedgc.flower.codec import encode_bytes
+from fedgc.wire.codec import encode_bytes
 
 NAMES = compressor_names()
 BASELINES = [n for n in NAMES if n != "dgc"]  # DGC's own memory is tested in test_dgc.py
@@ -48,7 +48,7 @@ def test_round_trip_keeps_shape_and_gives_fp32(name, value_dtype):
         assert torch.isfinite(dense).all()
 
 
-def test_every_issue_compressor_is_registered():
+def test_every_documented_compressor_is_registered():
     assert set(NAMES) == {"none", "fp16", "topk", "randomk", "threshold", "dgc", "signsgd", "efsignsgd", "signum",
                           "onebit", "qsgd", "terngrad", "natural", "powersgd", "stc"}
 
@@ -187,3 +187,26 @@ def test_other_payloads_are_decoded_and_averaged(name):
     result = aggregate_payloads([(0.25, pa.payloads), (0.75, pb.payloads)], shapes)
     for key in shapes:
         assert torch.allclose(result[key], 0.25 * pa.sent[key] + 0.75 * pb.sent[key], atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["none", "topk", "threshold", "dgc", "powersgd", "fp16"])
+def test_fp16_values_saturate_at_65504_and_the_residual_keeps_the_excess(name):
+    """fp16 overflowed to ±Inf on main, and the server rejected the whole honest reply."""
+    from fedgc.wire.codec import decode_bytes
+
+    g = torch.Generator().manual_seed(0)
+    upd = {"fc": torch.randn(40, 30, generator=g), "bias": torch.randn(10, generator=g)}
+    upd["fc"][0, :4] = torch.tensor([1e5, -2e5, 7e4, -65600.0])  # beyond fp16's ±65504 …
+    upd["fc"][1, :] *= 5e4  # … a whole row of the rank-r factors too
+    upd["bias"][:2] = torch.tensor([3e5, -3e5])
+    out, memory, _ = run(name, upd, value_dtype="fp16", density=0.5, threshold=0.5, dense_small_tensors=True)
+    decoded = decode_bytes(encode_bytes(out.payloads), {k: tuple(v.shape) for k, v in upd.items()})  # no non-finite
+    for key, grad in upd.items():
+        dense = decoded[key].to_dense()
+        assert torch.isfinite(dense).all() and torch.equal(dense, out.sent[key])
+        if name in ("none", "topk", "threshold"):  # the entries beyond ±65504 are sent saturated
+            assert dense.abs().max() == 65504.0
+        residuals = {k.split("/", 1)[1]: v for k, v in memory.state_dict().items()
+                     if k.startswith(("residual/", "dgc_velocity/"))}
+        if name != "fp16":  # every method with a memory: sent + residual == what was to be sent
+            assert torch.allclose(out.sent[key] + residuals[key], grad, rtol=0, atol=0.05)

@@ -8,20 +8,25 @@ import pytest
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.clientapp import ClientApp
-from flwr.common.constant import SUPERLINK_NODE_ID
-from flwr.supercore.task_identity import TaskIdentity
 
-from fedgc.compress.downlink import DOWNLINK_COMPRESSORS, DownlinkConfig, apply_download, as_replica, make_download, model_digest
+from fedgc.compress.downlink import (
+    DOWNLINK_COMPRESSORS,
+    DownlinkConfig,
+    apply_download,
+    as_replica,
+    make_download,
+    model_digest,
+)
 from fedgc.flower import client_app as fedgc_client
-from fedgc.flower.codec import decode_update, encode_update
-from fedgc.flower.downlink_grid import DELTA_KEY, RESET, DownlinkGrid
-from fedgc.flower.downlink_mod import REPLICA_KEY, downlink_mod, initial_model
+from fedgc.flower.client_config import client_config_record
 from fedgc.flower.client_state import pack_state, unpack_state
+from fedgc.flower.codec import decode_update, encode_update
+from fedgc.flower.downlink_mod import REPLICA_KEY, downlink_mod, initial_model
+from fedgc.flower.downlink_stage import DELTA_KEY, RESET, DownlinkStage
 from fedgc.flower.inline_grid import InlineGrid
-from fedgc.flower.server import run_server
-from fedgc.flower.setup import SCENARIO_YAML
+from fedgc.flower.loop import run_rounds
 from fedgc.metrics import read_metrics
-from fedgc.scenario import ScenarioError, dump_scenario, validate
+from fedgc.scenario import ScenarioError, validate
 
 
 def weights(seed: int) -> dict[str, torch.Tensor]:
@@ -64,9 +69,8 @@ def test_a_stateful_or_unknown_downlink_compressor_is_a_one_line_error(tiny_scen
 
 def run(tmp_path, scenario_tree: dict, app: ClientApp | None = None):
     scenario = validate(scenario_tree)
-    grid = InlineGrid(app or fedgc_client.app, scenario.data.num_clients, {SCENARIO_YAML: dump_scenario(scenario)})
-    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, grid.run.run_id, SUPERLINK_NODE_ID
-    summary = run_server(grid, scenario, tmp_path, quiet=True)
+    grid = InlineGrid.for_scenario(scenario, app)
+    summary = run_rounds(grid, scenario, tmp_path, quiet=True)
     return summary, read_metrics(tmp_path / "metrics.jsonl"), grid
 
 
@@ -82,7 +86,7 @@ def churn_scenario(tiny: dict, downlink: dict) -> dict:
 def test_downloads_shrink_and_every_client_stays_in_sync_through_late_and_cut_uploads(tmp_path, tiny_scenario):
     dense_summary, dense_rows, _ = run(tmp_path / "dense", churn_scenario(tiny_scenario, {"name": "none"}))
     summary, rows, grid = run(tmp_path / "topk", churn_scenario(tiny_scenario, {"name": "topk", "density": 0.01}))
-    assert sum(r["late"] + r["cut"] for r in rows) > 0
+    assert sum(r["late"] + r["cut"] + r["discarded"] for r in rows) > 0
     assert summary.clients_failed == 0 and sum(r["downlink_resets"] for r in rows) == 0
     per_download = summary.bytes_down / sum(r["selected"] for r in rows)
     dense_per_download = dense_summary.bytes_down / sum(r["selected"] for r in dense_rows)
@@ -122,47 +126,57 @@ def test_a_client_whose_replica_went_wrong_fails_once_then_gets_the_whole_model(
     assert [r["downlink_resets"] for r in rows] == [0, 0, 1, 0]  # round 3: node 2 is reset, then in sync
 
 
-def train_message(node: int, model: dict[str, torch.Tensor], server_round: int) -> Message:
+def train_message(node: int, model: dict[str, torch.Tensor], server_round: int, scenario: dict | None = None) -> Message:
     config = ConfigRecord({"server-round": server_round, "density": 0.05, "num-clients": 1, "applied-rounds": []})
     content = RecordDict({"arrays": ArrayRecord({k: v.contiguous() for k, v in model.items()}), "config": config})
+    if scenario is not None:  # the ClientApp runs: its settings travel in the message
+        content["client-config"] = client_config_record(validate(scenario))
     return Message(content=content, message_type=MessageType.TRAIN, dst_node_id=node)
 
 
 def downlink_over_inline(tiny_scenario):
     scenario = validate({**tiny_scenario, "downlink": {"name": "topk", "density": 0.05}})
-    inline = InlineGrid(fedgc_client.app, scenario.data.num_clients, {SCENARIO_YAML: dump_scenario(scenario)})
+    inline = InlineGrid.for_scenario(scenario)
     initial = initial_model(inline.contexts[1])
-    return inline, DownlinkGrid(inline, scenario.downlink, initial, scenario.seed), initial
+    return inline, DownlinkStage(scenario.downlink, initial, scenario.seed), initial
+
+
+def send(stage: DownlinkStage, inline: InlineGrid, message: Message, *, pull: bool = True):
+    """One round of the loop for one message: downlink stage, push, (pull,) confirm. Returns what the
+    downloads carried and the reply (None when not pulled)."""
+    downloads = stage.encode([message], inline)
+    ids = list(inline.push_messages([message]))
+    replies = list(inline.pull_messages(ids)) if pull else []
+    stage.confirm([message], ids, replies)
+    return downloads, (replies[0] if replies else None)
 
 
 def test_a_download_never_answered_is_followed_by_a_reset(tiny_scenario):
-    inline, grid, initial = downlink_over_inline(tiny_scenario)
+    inline, stage, initial = downlink_over_inline(tiny_scenario)
     model = {k: v + 0.01 for k, v in initial.items()}
-    first = train_message(1, model, 1)
-    [unanswered] = grid.push_messages([first])
+    first = train_message(1, model, 1, tiny_scenario)
+    send(stage, inline, first, pull=False)
     assert DELTA_KEY in first.content.array_records
-    inline._replies.pop(unanswered)  # the reply is lost: the server cannot know what node 1 holds
-    second = train_message(1, model, 2)
-    [answered] = grid.push_messages([second])
+    inline.pull_messages([first.metadata.message_id])  # the reply is lost: the server cannot know what node 1 holds
+    second = train_message(1, model, 2, tiny_scenario)
+    downloads, reply = send(stage, inline, second)
     assert second.content.config_records["config"][RESET] and "arrays" in second.content.array_records
-    [reply] = grid.pull_messages([answered])
-    assert not reply.has_error() and grid.last_round.resets == 1
+    assert not reply.has_error() and downloads.resets == 1
     held = unpack_state(inline.contexts[1].state.array_records[REPLICA_KEY])
-    assert model_digest(held) == model_digest(as_replica(model)) == grid.replicas[1][1]
+    assert model_digest(held) == model_digest(as_replica(model)) == stage.replicas[1][1]
 
 
 def test_a_reply_the_round_stopped_waiting_for_still_confirms_the_replica(tiny_scenario):
     """On a real deployment the round may close before a reply is pulled (deadline, first K in); the
     reply arrives anyway, and the server picks it up before the node's next download."""
-    inline, grid, initial = downlink_over_inline(tiny_scenario)
-    grid.push_messages([train_message(1, {k: v + 0.01 for k, v in initial.items()}, 1)])  # never pulled
-    later = train_message(1, {k: v + 0.02 for k, v in initial.items()}, 2)
-    [message_id] = grid.push_messages([later])
-    assert DELTA_KEY in later.content.array_records and grid.last_round.resets == 0
-    [reply] = grid.pull_messages([message_id])
+    inline, stage, initial = downlink_over_inline(tiny_scenario)
+    send(stage, inline, train_message(1, {k: v + 0.01 for k, v in initial.items()}, 1, tiny_scenario), pull=False)
+    later = train_message(1, {k: v + 0.02 for k, v in initial.items()}, 2, tiny_scenario)
+    downloads, reply = send(stage, inline, later)
+    assert DELTA_KEY in later.content.array_records and downloads.resets == 0
     assert not reply.has_error()
     held = unpack_state(inline.contexts[1].state.array_records[REPLICA_KEY])
-    assert model_digest(held) == grid.replicas[1][1]
+    assert model_digest(held) == stage.replicas[1][1]
 
 
 @pytest.mark.parametrize(("damage", "reason"), [
@@ -172,9 +186,9 @@ def test_a_reply_the_round_stopped_waiting_for_still_confirms_the_replica(tiny_s
 ])
 def test_a_malformed_download_is_refused_with_one_line(tiny_scenario, damage, reason):
     """The client half refuses a damaged download before training (the round counts it as failed)."""
-    inline, grid, initial = downlink_over_inline(tiny_scenario)
+    inline, stage, initial = downlink_over_inline(tiny_scenario)
     message = train_message(1, {k: v + 0.01 for k, v in initial.items()}, 1)
-    grid._encode(message, as_replica(message.content.array_records["arrays"].to_torch_state_dict()), grid.last_round)
+    stage.encode([message], inline)
     damage(message.content)
     with pytest.raises(Exception) as err:
         downlink_mod(message, inline.contexts[1], lambda m, c: pytest.fail("the ClientApp must not run"))

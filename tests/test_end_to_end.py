@@ -4,6 +4,9 @@ real simpy network, real PyTorch training."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import torch
 from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
@@ -11,7 +14,7 @@ from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
 from fedgc.engines import run_inline
 from fedgc.flower.client_app import app as client_app
 from fedgc.flower.inline_grid import InlineGrid
-from fedgc.flower.server import run_server
+from fedgc.flower.loop import run_rounds
 from fedgc.flower.setup import SCENARIO_YAML
 from fedgc.scenario import dump_scenario, validate
 
@@ -85,10 +88,64 @@ def test_byte_counts_are_serialized_message_sizes(tmp_path, tiny_scenario):
     from flwr.supercore.task_identity import TaskIdentity
 
     TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, 1
-    summary = run_server(grid, scenario, tmp_path, quiet=True)
+    summary = run_rounds(grid, scenario, tmp_path, quiet=True)
     assert len(grid.delivered) == 8
     assert summary.bytes_up == sum(serialized_size(m) for m in grid.delivered)
     # Every client downloads the same global model message each round (4 clients, 2 rounds).
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert all(r["bytes_down"] % 4 == 0 for r in rows)
     assert summary.bytes_down > 4 * 2 * 4 * sum(p.numel() for p in torch.load(tmp_path / "model.pt").values())
+
+
+def test_clients_over_selection_discards_are_not_dropouts(tmp_path, tiny_scenario):
+    tiny_scenario["strategy"]["fraction"] = 0.5
+    tiny_scenario["network"] = {"profile": "lte", "over_selection": 2.0}  # select 4, keep the first 2
+    scenario = validate(tiny_scenario)
+    summary = run_inline(scenario, tmp_path, quiet=True)
+    (tmp_path / "scenario.yaml").write_text(dump_scenario(scenario))  # what the CLI writes: report reads it
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert all((r["selected"], r["completed"], r["discarded"], r["late"], r["cut"]) == (4, 2, 2, 0, 0) for r in rows)
+    assert (summary.clients_dropped, summary.clients_discarded) == (0, 4)
+    from fedgc.report import read_run, render, report_row
+
+    row = report_row(read_run(tmp_path))
+    assert (row.dropouts, row.discarded) == (0, 4)
+    header, _, cells = render([row], "md").splitlines()[:3]
+    columns = dict(zip(header.split(" | "), cells.split(" | ")))
+    assert (columns["dropouts"], columns["discarded"]) == ("0", "4")
+
+
+THREADS_SCENARIO = """\
+name: threads
+seed: 3
+rounds: 3
+checkpoint_every: 0
+data: {dataset: digits, num_clients: 4, partition: dirichlet, alpha: 1.0}
+model: {name: small_cnn}
+client: {local_steps: 5, batch_size: 16, lr: 0.1}
+compression: {name: dgc, density: 0.05, warmup_rounds: 2}
+strategy: {fraction: 0.5}
+network: {profile: 3g}
+"""
+
+
+def simulate_with_env(tmp_path, name: str, **env: str) -> subprocess.CompletedProcess:
+    scenario = tmp_path / "threads.yaml"
+    scenario.write_text(THREADS_SCENARIO)
+    environment = {k: v for k, v in os.environ.items() if k != "FEDGC_THREADS"} | env
+    return subprocess.run([sys.executable, "-m", "fedgc.simulate", str(scenario), "--quiet", "--out",
+                           str(tmp_path / name)], env=environment, capture_output=True, text=True, timeout=300)
+
+
+def test_metrics_do_not_depend_on_the_thread_count_of_the_environment(tmp_path):
+    for threads in ("1", "2"):
+        done = simulate_with_env(tmp_path, f"omp{threads}", OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
+        assert done.returncode == 0, done.stderr[-2000:]
+    one, two = ((tmp_path / f"omp{t}" / "metrics.jsonl").read_bytes() for t in ("1", "2"))
+    assert one == two
+
+
+def test_a_bad_thread_setting_is_a_one_line_error(tmp_path):
+    done = simulate_with_env(tmp_path, "bad", FEDGC_THREADS="many")
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "error: FEDGC_THREADS='many': expected a whole number of threads from 1 to 1024"]

@@ -11,16 +11,22 @@ computed from the models (accuracy, loss, train loss, density, selection, counts
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import signal
 import subprocess
 import sys
+import time
+import uuid
 
 import pytest
 import tomllib
+import yaml
 
 from fedgc.engines import run_flower, run_inline
-from fedgc.scenario import validate
+from fedgc.scenario import dump_scenario, validate
 
 from .conftest import REPO
 
@@ -109,17 +115,11 @@ def test_generated_app_names_the_same_components_and_config_keys():
 def test_partition_grid_labels_nodes_by_partition(tiny_scenario):
     """The census on the inline grid: node n holds partition n - 1, so labels are the ids themselves."""
     from flwr.app import ConfigRecord, Message, RecordDict
-    from flwr.common.constant import SUPERLINK_NODE_ID
-    from flwr.supercore.task_identity import TaskIdentity
 
-    from fedgc.flower.client_app import app
     from fedgc.flower.inline_grid import InlineGrid
     from fedgc.flower.partition_grid import PartitionGrid
-    from fedgc.flower.setup import SCENARIO_YAML
-    from fedgc.scenario import dump_scenario
 
-    grid = InlineGrid(app, 4, {SCENARIO_YAML: dump_scenario(validate(tiny_scenario))})
-    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, grid.run.run_id, SUPERLINK_NODE_ID
+    grid = InlineGrid.for_scenario(validate(tiny_scenario))
     partitioned = PartitionGrid.census(grid, expected=4, wait_s=10)
     assert partitioned.label_of == {1: 1, 2: 2, 3: 3, 4: 4}
     assert list(partitioned.get_node_ids()) == [1, 2, 3, 4]
@@ -127,3 +127,114 @@ def test_partition_grid_labels_nodes_by_partition(tiny_scenario):
     (reply,) = partitioned.send_and_receive([probe])
     assert reply.metadata.src_node_id == 3
     assert reply.content.metric_records["partition"]["partition-id"] == 2
+
+
+def _marked_processes(mark: str) -> list[int]:
+    """Live processes (not zombies) whose environment carries ``FEDGC_TEST_MARK=mark``."""
+    needle = f"FEDGC_TEST_MARK={mark}".encode() + b"\0"
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read()
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in environ and state not in (b"Z", b"X"):
+            found.append(int(pid))
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to find the runtime's processes")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_flower_run_leaves_no_process_and_stops_writing(tmp_path, tiny_scenario, sig):
+    pytest.importorskip("ray", reason="engine flower needs Ray: pip install 'fedgc[ray]'")
+    tiny_scenario.update(engine="flower", rounds=2000, checkpoint_every=0)
+    tiny_scenario["data"]["num_clients"] = 2
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(tiny_scenario))
+    out, mark = tmp_path / "out", uuid.uuid4().hex
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FEDGC_TEST_MARK": mark}
+    proc = subprocess.Popen([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(out), "--quiet"],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    metrics = out / "metrics.jsonl"
+    try:
+        deadline = time.monotonic() + 240
+        while proc.poll() is None and time.monotonic() < deadline:
+            if metrics.exists() and len(metrics.read_text().splitlines()) >= 3:
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None and metrics.exists(), "the run should be going when it is interrupted"
+        assert len(_marked_processes(mark)) > 3, "the runtime runs in several processes (SuperLink, Ray, ...)"
+        proc.send_signal(sig)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 130, proc.stderr.read()
+    assert proc.stderr.read().strip().splitlines()[-1] == "interrupted"
+    assert _marked_processes(mark) == [], "a process of the runtime outlived the command"
+    size = metrics.stat().st_size
+    time.sleep(5)
+    assert metrics.stat().st_size == size, "metrics.jsonl grew after the command exited"
+
+
+def test_resume_of_a_flower_run_without_a_checkpoint_is_a_one_line_error_that_changes_nothing(tmp_path, tiny_scenario,
+                                                                                              capsys):
+    """Refused in this process, before the runtime starts."""
+    pytest.importorskip("ray", reason="engine flower needs Ray: pip install 'fedgc[ray]'")
+    from fedgc.simulate import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "scenario.yaml").write_text(dump_scenario(validate({**tiny_scenario, "engine": "flower"})))
+    (run / "metrics.jsonl").write_text('{"round": 1}\n')
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    assert main(["--resume", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "no checkpoint.pt" in err
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.name != ".fedgc.lock"} == before
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to find the runtime's processes")
+def test_sigkill_of_a_flower_run_then_resume_gives_the_uninterrupted_metrics(tmp_path, tiny_scenario):
+    """kill -9 of the command and of every process of the runtime (a crashed machine), then ``--resume``:
+    the server's parts come back from the checkpoint and each node gets its Context.state back (DGC
+    memories, pending updates, downlink replicas), so the run ends with the metrics of an
+    uninterrupted run (the inline engine's, within the id-size tolerance of every flower run)."""
+    pytest.importorskip("ray", reason="engine flower needs Ray: pip install 'fedgc[ray]'")
+    tiny_scenario.update(rounds=16, checkpoint_every=2, downlink={"name": "topk", "density": 0.1},
+                         compression={"name": "dgc", "density": 0.05, "momentum": 0.9})
+    tiny_scenario["strategy"]["fraction"] = 0.5
+    reference = tmp_path / "inline"
+    run_inline(validate(tiny_scenario), reference, quiet=True)
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({**tiny_scenario, "engine": "flower"}))
+    killed, mark = tmp_path / "killed", uuid.uuid4().hex
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FEDGC_TEST_MARK": mark}
+    proc = subprocess.Popen([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(killed), "--quiet"],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    metrics = killed / "metrics.jsonl"
+    try:
+        deadline = time.monotonic() + 240
+        while proc.poll() is None and time.monotonic() < deadline:
+            if metrics.exists() and len(metrics.read_text().splitlines()) >= 5:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read()[-500:]}"
+        for pid in _marked_processes(mark):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    rows_at_kill = len(metrics.read_text().splitlines())
+    assert 5 <= rows_at_kill < 16 and (killed / "checkpoint.pt").is_file()
+    assert not (killed / "summary.json").exists()
+    env["FEDGC_TEST_MARK"] = uuid.uuid4().hex
+    done = subprocess.run([sys.executable, "-m", "fedgc.simulate", "--resume", str(killed), "--quiet"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=400, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert differences(_rows(reference), _rows(killed)) == []

@@ -171,17 +171,15 @@ def test_next_on_is_the_first_online_moment(tmp_path):
 
 
 def test_when_everybody_is_offline_the_round_waits_for_the_first_to_return(tmp_path):
-    from fedgc.flower import client_app
-    from fedgc.flower.inline_grid import InlineGrid
-    from fedgc.flower.network_grid import NetworkGrid
+    from fedgc.flower.exchange import SimulatedExchange
 
     path = tmp_path / "avail.csv"
     path.write_text("client,start_s,end_s\n0,0,10\n0,30,90\n1,0,10\n1,25,90\n")
     env = simpy.Environment()
     net = build_network(env, NetworkConfig(availability="trace", availability_file=str(path)), [1, 2],
                         np.random.default_rng(0))
-    grid = NetworkGrid(InlineGrid(client_app.app, 2, {}), net)
+    exchange = SimulatedExchange(net)
     env.run(until=12)
-    assert grid.get_node_ids() == [2] and env.now == 25  # the server waited 13 simulated seconds
+    assert exchange.online([1, 2]) == [2] and env.now == 25  # the server waited 13 simulated seconds
     env.run(until=95)
-    assert grid.get_node_ids() == [] and env.now == 95  # nobody ever returns: no wait, no round
+    assert exchange.online([1, 2]) == [] and env.now == 95  # nobody ever returns: no wait, no round

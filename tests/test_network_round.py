@@ -43,10 +43,11 @@ def test_keep_first_keeps_the_first_k_and_closes_the_round():
     jobs = [ClientJob(i, MB, 0, MB) for i in range(5)]
     tl = net.run_round(jobs, keep_first=3)
     status = [t.status for t in tl.timings]
-    assert status == ["late", "late", "completed", "completed", "completed"]
-    assert tl.count("completed") == 3 and tl.count("late") == 2 and tl.count("cut") == 0
+    # The two slow clients were still running when the first 3 were in: over-selection discarded them.
+    assert status == ["discarded", "discarded", "completed", "completed", "completed"]
+    assert tl.count("completed") == 3 and tl.count("discarded") == 2 and tl.count("late") == tl.count("cut") == 0
     assert tl.end == pytest.approx(4.0) == net.env.now  # the 4 Mbit/s client: 2 s + 2 s
-    assert all(t.uploaded is None for t in tl.timings if t.status == "late")
+    assert all(t.uploaded is None for t in tl.timings if t.status == "discarded")
     assert tl.timings[1].downloaded == pytest.approx(4.0)  # reached before the round closed
     assert tl.timings[0].downloaded is None  # 8 s: after the round closed
 
@@ -87,11 +88,21 @@ def test_offline_during_download_and_offline_at_start_are_cut():
     assert tl.timings[0].downloaded is None and tl.timings[1].downloaded is None
 
 
-def test_a_cut_after_the_round_closes_is_late_not_cut():
+def test_a_cut_after_the_round_closes_is_not_cut():
     avail = [IntervalAvailability([(0.0, 10.0)]), IntervalAvailability([(0.0, 100.0)])]
     net = model([0.5, 8.0], availability=avail)
     tl = net.run_round([ClientJob(i, MB, 0, MB) for i in range(2)], keep_first=1)
-    assert [t.status for t in tl.timings] == ["late", "completed"] and tl.end == pytest.approx(2.0)
+    assert [t.status for t in tl.timings] == ["discarded", "completed"] and tl.end == pytest.approx(2.0)
+
+
+def test_keep_first_not_reached_by_the_deadline_makes_the_rest_late_not_discarded():
+    net = model([1.0, 2.0, 16.0])
+    tl = net.run_round([ClientJob(i, MB, 0, MB) for i in range(3)], keep_first=2, deadline_s=3.0)
+    # Only the 16 Mbit/s client (1 s) is in by the deadline: the round closed at the deadline, not at K.
+    assert [t.status for t in tl.timings] == ["late", "late", "completed"] and tl.end == pytest.approx(3.0)
+    # With everyone in time and K = all of them, nobody is left to discard.
+    tl = model([1.0, 2.0]).run_round([ClientJob(i, MB, 0, MB) for i in range(2)], keep_first=2)
+    assert [t.status for t in tl.timings] == ["completed", "completed"]
 
 
 def test_round_ends_when_the_remaining_clients_dropped_out():
@@ -147,3 +158,13 @@ def test_exponential_availability_is_seeded_and_stationary():
     assert np.mean(on_a) == pytest.approx(0.75, abs=0.02)
     t = 1234.5
     assert (a.next_off(t) > t) == a.is_online(t)
+
+
+@pytest.mark.parametrize("claim, counted", [(120, 120), (12.0, 12), (float("nan"), 0), (float("inf"), 0), (-5, 0),
+                                            ("many", 0), ([1, 2], 0), (True, 0), (None, 0)])
+def test_a_reply_s_claimed_samples_never_crash_the_network_model(claim, counted):
+    # The network reads a reply's ``samples`` for its compute time before the strategy validates it;
+    # a malformed claim counts as no compute here, and the strategy rejects the reply as bad-metrics.
+    from fedgc.flower.exchange import _claimed_samples
+
+    assert _claimed_samples({} if claim is None else {"samples": claim}) == counted

@@ -63,24 +63,19 @@ def test_unpack_nothing():
 
 
 def test_dgc_clients_keep_momentum_velocity_and_a_sparse_pending_update(tiny_scenario):
-    from flwr.common.constant import SUPERLINK_NODE_ID
-    from flwr.supercore.task_identity import TaskIdentity
 
     from fedgc.flower.client_app import MEMORY_KEY, PENDING_KEY
-    from fedgc.flower.client_app import app as client_app
     from fedgc.flower.inline_grid import InlineGrid
-    from fedgc.flower.server import run_server
-    from fedgc.flower.setup import SCENARIO_YAML
-    from fedgc.scenario import dump_scenario, validate
+    from fedgc.flower.loop import run_rounds
+    from fedgc.scenario import validate
 
     tiny_scenario["data"]["num_clients"] = 8
     tiny_scenario["rounds"] = 1
     tiny_scenario["strategy"]["fraction"] = 0.25
     tiny_scenario["compression"] = {"name": "dgc", "density": 0.02}
     scenario = validate(tiny_scenario)
-    grid = InlineGrid(client_app, 8, {SCENARIO_YAML: dump_scenario(scenario)})
-    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, grid.run.run_id, SUPERLINK_NODE_ID
-    run_server(grid, scenario, None, quiet=True)
+    grid = InlineGrid.for_scenario(scenario)
+    run_rounds(grid, scenario, None, quiet=True)
 
     trained = [c for c in grid.contexts.values() if len(c.state.array_records)]
     assert len(trained) == 2

@@ -56,6 +56,8 @@ def record(n: int, **values) -> RoundRecord:
 @pytest.mark.parametrize("rows", [
     pytest.param([], id="zero-rounds"),
     pytest.param([record(1, selected=3, cut=3), record(2, selected=3, late=2, failed=1)], id="no-upload-no-eval"),
+    pytest.param([record(1, selected=4, completed=2, discarded=2, bytes_up=2000, client_upload_bytes=[1000, 1000],
+                         client_upload_s=[0.5, 0.5])], id="over-selection-discards"),
     pytest.param([record(n, selected=2, completed=2, bytes_up=2000, accuracy=0.5, client_upload_bytes=[1000, 1000],
                          client_upload_s=[0.25, 0.25]) for n in (1, 2, 3)], id="identical-uploads"),
     pytest.param([record(n, selected=1, completed=1, bytes_up=5_000_000, accuracy=0.1 * n,
@@ -76,11 +78,11 @@ def test_accuracy_points_accumulate_uploads_and_skip_unevaluated_rounds():
 
 
 def test_a_retried_round_is_one_bar_adding_up_its_attempts():
-    first = record(2, selected=3, completed=1, late=2, client_upload_bytes=[10], mean_upload_s=1.0)
-    retry = record(2, selected=3, completed=3, client_upload_bytes=[11, 12, 13], mean_upload_s=3.0)
+    first = record(2, selected=4, completed=1, late=2, discarded=1, client_upload_bytes=[10], mean_upload_s=1.0)
+    retry = record(2, selected=4, completed=3, discarded=1, client_upload_bytes=[11, 12, 13], mean_upload_s=3.0)
     merged = merge_attempts([record(1, selected=3, completed=3), first, retry])
     assert [r.round for r in merged] == [1, 2]
-    assert (merged[1].round_duration_s, merged[1].completed, merged[1].late) == (20.0, 4, 2)
+    assert (merged[1].round_duration_s, merged[1].completed, merged[1].late, merged[1].discarded) == (20.0, 4, 2, 2)
     assert merged[1].client_upload_bytes == [10, 11, 12, 13] and merged[1].mean_upload_s == 2.0
 
 
@@ -102,11 +104,13 @@ def test_units_fit_the_numbers():
 
 def test_progress_text_shows_time_accuracy_traffic_and_participation():
     so_far = RunSoFar()
-    so_far.add(record(1, bytes_up=1_500_000, bytes_down=4_000_000, accuracy=0.8123, completed=4, cut=1, late=2))
-    last = record(2, bytes_up=500_000, bytes_down=4_000_000, completed=3)
+    so_far.add(record(1, bytes_up=1_500_000, bytes_down=4_000_000, accuracy=0.8123, completed=4, cut=1, late=2,
+                      failed=2))
+    last = record(2, bytes_up=500_000, bytes_down=4_000_000, completed=3, discarded=2, failed=1)
     so_far.add(last)  # not evaluated: the last accuracy stays on the line
     text = progress_text(last, so_far)
-    assert text == "sim 20.0s acc 81.2% up 2.00MB down 8.00MB ok 3 cut 0 late 0"
+    # discarded by over-selection apart from late; failed in the last round / over the run
+    assert text == "sim 20.0s acc 81.2% up 2.00MB down 8.00MB ok 3 cut 0 late 0 disc 2 failed 1/3"
     long_run = record(500, completed=1)
     long_run.sim_end_s = 4 * 3600
     assert progress_text(long_run, RunSoFar(bytes_up=420_000)).startswith("sim 4.0h acc - up 0.420MB down 0.000MB")

@@ -1,8 +1,10 @@
 """Every malformed scenario ends in exit code 2 and one line that names what is wrong: never a
 traceback, never a hang. Hypothesis mutates valid scenarios (wrong types, out-of-range and absurd
-values, unknown and missing keys, sections replaced by scalars, bad file paths) and writes raw
-garbage files; each case goes through the real CLI with ``--check`` (everything is loaded and built,
-nothing is trained). 500 cases per run, seeded, so CI sees the same cases every time."""
+values, non-finite numbers, unknown and missing keys, sections replaced by scalars, bad file paths),
+writes raw garbage files, and writes the base scenario as text with YAML 1.1 forms (``010``,
+``1:30``, ``yes``, ``0x10``, ``.inf``) and duplicate keys spliced in; each case goes through the real
+CLI with ``--check`` (everything is loaded and built, nothing is trained). 600 cases per run, seeded,
+so CI sees the same cases every time."""
 
 from __future__ import annotations
 
@@ -16,9 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fedgc.simulate import main
-from tests.conftest import shared_dir
+from tests.conftest import REPO, shared_dir
 
 CASES = 500
+TEXT_CASES = 100
 PER_CASE_LIMIT_S = 20  # a case that takes longer than this is a hang
 
 BASE = {
@@ -34,7 +37,9 @@ BASE = {
 }
 
 TRACES = shared_dir() / "traces"
-PATH_VALUES = ["", ".", "/", "/dev/null", "/nonexistent/file", "scenarios", "README.md", "pyproject.toml",
+PATH_VALUES = ["", ".", "/", "/dev/null", "/nonexistent/file", str(REPO / "scenarios"), str(REPO / "README.md"),
+               str(REPO / "pyproject.toml"), "${FEDGC_FUZZ_UNSET}/x", "${FEDGC_FUZZ_UNSET:-/dev/null}", "${", "$x",
+               "~/nonexistent", "relative/nonexistent.csv",
                str(TRACES / "mahimahi" / "ATT-LTE-driving-2016.up"),
                str(TRACES / "fedscale" / "client_device_capacity_ul_dl.csv"), "\x00bad"]
 PATH_KEYS = ["network.trace_down", "network.trace_up", "network.bandwidth_file", "network.device_file",
@@ -79,7 +84,7 @@ ODD_VALUES = st.one_of(
     st.integers(-(2**70), 2**70), st.sampled_from([0, -1, 1, 2**31, 2**63, 10**9]),
     st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, -0.0, 1e-300, 1e300, 0.5, 1.0000001]),
     st.text(string.printable, max_size=12), st.sampled_from(NAME_VALUES), st.sampled_from(PATH_VALUES),
-    st.lists(st.sampled_from([1, "a", None, 0.5, *PATH_VALUES[3:9]]), max_size=3),
+    st.lists(st.sampled_from([1, "a", None, 0.5, *PATH_VALUES[3:15]]), max_size=3),
     st.dictionaries(st.sampled_from(["x", "name", "up_mbps", "hidden"]), st.integers(-5, 5), max_size=2),
 )
 
@@ -158,6 +163,54 @@ def test_mutated_scenarios_exit_0_or_2_with_one_line(tmp_path_factory, capsys, t
 def test_garbage_files_exit_2_with_one_line(tmp_path_factory, capsys, content):
     data = content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass")
     _run_check(tmp_path_factory.mktemp("raw"), data, capsys)
+
+
+# YAML 1.1 spellings (octal, sexagesimal, yes/no, hex, underscores, dates) and non-finite floats:
+# read as YAML 1.2 they are a plain number or a string, never octal 8 or sexagesimal 90.
+YAML_FORMS = ["010", "0o10", "0x10", "1:30", "1:30:00", "yes", "no", "on", "off", "y", "True", "FALSE", "~",
+              "1_000", "2024-01-01", ".inf", "-.inf", ".nan", ".NaN", "+.5", "1e3", "1E-3", "-0", "0.", "1e400"]
+
+
+@st.composite
+def yaml_text(draw) -> str:
+    """The base scenario as text, one leaf's value replaced by a YAML form, maybe a key repeated."""
+    lines = yaml.safe_dump(BASE, sort_keys=False).splitlines()
+    leaf_lines = [i for i, line in enumerate(lines) if ": " in line]
+    for _ in range(draw(st.integers(1, 3))):
+        i = draw(st.sampled_from(leaf_lines))
+        key = lines[i].split(": ", 1)[0]
+        if draw(st.booleans()):
+            lines[i] = f"{key}: {draw(st.sampled_from(YAML_FORMS))}"
+        else:
+            lines.insert(i + 1, f"{key}: {draw(st.sampled_from(YAML_FORMS))}")  # a duplicate key
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=TEXT_CASES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(text=yaml_text())
+def test_yaml_1_1_forms_and_duplicate_keys_exit_0_or_2_with_one_line(tmp_path_factory, capsys, text):
+    _run_check(tmp_path_factory.mktemp("text"), text.encode(), capsys)
+
+
+@pytest.mark.parametrize("line, needle", [
+    ("rounds: 010", None),  # YAML 1.2: ten
+    ("rounds: 1:30", "rounds: Input should be a valid integer"),
+    ("rounds: yes", "rounds: Input should be a valid integer"),
+    ("seed: .inf", "seed: must be a finite number"),
+    ("name: other", "duplicate key 'name'"),
+])
+def test_yaml_forms_mean_what_yaml_1_2_says(tmp_path, capsys, line, needle):
+    text = yaml.safe_dump(BASE, sort_keys=False)
+    key = line.split(":")[0]
+    lines = [x for x in text.splitlines() if not (x.startswith(key + ":") and key != "name")] + [line]
+    (tmp_path / "s.yaml").write_text("\n".join(lines) + "\n")
+    code = main([str(tmp_path / "s.yaml"), "--check"])
+    err = capsys.readouterr().err
+    if needle is None:
+        assert code == 0, err
+    else:
+        assert code == 2 and needle in err, err
 
 
 def test_the_base_scenario_is_valid(tmp_path, capsys):

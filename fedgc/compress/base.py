@@ -1,13 +1,13 @@
 """The compressor interface: a compressor turns one tensor into a typed payload and back.
 
 Payloads are small typed objects (never positional tuples). The wire codec in
-``fedgc.flower.codec`` knows how to put each payload type into Flower records.
+``fedgc.wire.codec`` turns each payload type into bytes.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import torch
@@ -41,7 +41,6 @@ class CompressionContext:
     generator: torch.Generator | None = None
     # Number of clients whose updates are aggregated in this round (DGC's N for clipping).
     num_clients: int = 1
-    stats: dict[str, float] = field(default_factory=dict)
     # The client's memory, for methods whose state must persist with it (PowerSGD's warm-start Q).
     memory: Memory | None = None
 

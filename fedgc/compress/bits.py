@@ -44,15 +44,29 @@ def pack_uint(codes: torch.Tensor, width: int) -> torch.Tensor:
     return torch.from_numpy(np.packbits(bits.reshape(-1), bitorder="little"))
 
 
+UINT_CHUNK = 1 << 13  # codes unpacked per step (a multiple of 8, so every chunk starts on a byte)
+
+
 def unpack_uint(packed: torch.Tensor | np.ndarray, n: int, width: int) -> torch.Tensor:
+    """``n`` codes of ``width`` bits (1…63) → int64. Unpacked a chunk at a time, so the temporary
+    bit arrays stay small whatever ``n`` is: the only allocation that grows with ``n`` is the result."""
     data = np.asarray(packed, dtype=np.uint8)
+    if not 1 <= width <= 63:
+        raise PackingError(f"code width {width} outside 1…63")
     if data.size != packed_len(n, width):
         raise PackingError(f"{data.size} bytes for {n} codes of {width} bits")
-    bits = np.unpackbits(data, bitorder="little")
-    if bits[n * width:].any():
+    padding = data.size * 8 - n * width
+    if padding and int(data[-1]) >> (8 - padding):
         raise PackingError("padding bits are not zero")
-    weights = np.uint64(1) << np.arange(width, dtype=np.uint64)
-    return torch.from_numpy((bits[: n * width].reshape(n, width).astype(np.uint64) @ weights).astype(np.int64))
+    weights = np.int64(1) << np.arange(width, dtype=np.int64)
+    out = np.empty(n, dtype=np.int64)
+    step = UINT_CHUNK * width // 8  # bytes per chunk
+    for start in range(0, n, UINT_CHUNK):
+        count = min(UINT_CHUNK, n - start)
+        chunk = data[start * width // 8 : start * width // 8 + step]
+        bits = np.unpackbits(chunk, bitorder="little", count=count * width)
+        out[start : start + count] = bits.reshape(count, width).astype(np.int64) @ weights
+    return torch.from_numpy(out)
 
 
 _POW3 = np.array([1, 3, 9, 27, 81], dtype=np.uint16)

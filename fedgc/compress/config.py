@@ -22,7 +22,10 @@ class CompressionConfig(BaseModel):
     momentum_correction: bool = Field(True, description="accumulate momentum u into v (off: v <- v + g)")
     momentum_masking: bool = Field(True, description="zero the momentum u where entries were sent")
     clip_norm: float | None = Field(None, gt=0.0, description="local gradient clipping threshold before N^-1/2 scaling")
-    warmup_rounds: int = Field(0, ge=0, description="rounds of exponentially rising sparsity before `density`")
+    warmup_rounds: int = Field(0, ge=0, description="rounds of exponentially rising sparsity before `density`, "
+                                                     "for the compressors in `warmup_for`")
+    warmup_for: list[str] = Field(["dgc"], description="compressors the warm-up applies to: dgc by default; "
+                                                        "topk, randomk and stc only when listed here")
     momentum_dtype: Literal["fp32", "bf16"] = Field(
         "fp32", description="how DGC stores its momentum u between rounds (bf16: 2 B/param less per client, "
                             "a documented precision trade-off; v stays fp32, nothing is lost)")
@@ -37,9 +40,19 @@ class CompressionConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _known_compressor(cls, name: str) -> str:
-        import fedgc.compress  # noqa: F401  (registers the compressors)
         from fedgc.compress.registry import COMPRESSORS
 
         if name not in COMPRESSORS:
             raise ValueError(f"unknown compressor {name!r}; known: {', '.join(sorted(COMPRESSORS))}")
         return name
+
+    @field_validator("warmup_for")
+    @classmethod
+    def _warmable(cls, names: list[str]) -> list[str]:
+        from fedgc.compress.registry import DENSITY_COMPRESSORS
+
+        for name in names:
+            if name not in DENSITY_COMPRESSORS:
+                raise ValueError(f"{name!r} has no density to warm up; list only compressors that use "
+                                 f"compression.density: {', '.join(sorted(DENSITY_COMPRESSORS))}")
+        return names

@@ -16,7 +16,6 @@ import torch
 from fedgc.compress.base import CompressionContext, Compressor, SparsePayload
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.dgc_memory import DGCMemory
-from fedgc.compress.registry import register
 from fedgc.compress.topk import k_for
 
 MIN_SAMPLES = 1_000  # fewest entries sampled to estimate the threshold; tensors this small use exact top-k
@@ -88,7 +87,6 @@ def clip_update(update: dict[str, torch.Tensor], max_norm: float) -> dict[str, t
     return {name: t * coef for name, t in update.items()}
 
 
-@register
 class DGC(Compressor):
     name = "dgc"
 
@@ -123,6 +121,5 @@ class DGC(Compressor):
         k = k_for(flat.numel(), ctx.density)
         # Never the global RNG: without a generator in the context, sampling is seeded by the round.
         generator = ctx.generator if ctx.generator is not None else torch.Generator().manual_seed(ctx.round)
-        indices, passes = sampled_topk_indices(flat, k, self.sample_ratio, generator)
-        ctx.stats["dgc_threshold_passes"] = ctx.stats.get("dgc_threshold_passes", 0.0) + passes
+        indices, _ = sampled_topk_indices(flat, k, self.sample_ratio, generator)
         return SparsePayload(indices=indices, values=flat[indices].to(torch.float32), shape=tuple(tensor.shape))

@@ -11,10 +11,8 @@ import torch
 
 from fedgc.compress.base import CompressionContext, Compressor, SignPayload
 from fedgc.compress.bits import pack_bits
-from fedgc.compress.registry import register
 
 
-@register
 class EFSignSGD(Compressor):
     name = "efsignsgd"
 

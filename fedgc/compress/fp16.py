@@ -9,12 +9,9 @@ from __future__ import annotations
 import torch
 
 from fedgc.compress.base import CompressionContext, Compressor, HalfPayload
-from fedgc.compress.registry import register
-
-FP16_MAX = 65504.0
+from fedgc.compress.payloads import FP16_MAX
 
 
-@register
 class Fp16(Compressor):
     name = "fp16"
 

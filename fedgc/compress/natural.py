@@ -12,10 +12,8 @@ import torch
 
 from fedgc.compress.base import CompressionContext, Compressor, NaturalPayload
 from fedgc.compress.bits import pack_bits
-from fedgc.compress.registry import register
 
 
-@register
 class Natural(Compressor):
     name = "natural"
 

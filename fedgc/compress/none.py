@@ -5,10 +5,8 @@ from __future__ import annotations
 import torch
 
 from fedgc.compress.base import CompressionContext, Compressor, DensePayload
-from fedgc.compress.registry import register
 
 
-@register
 class NoCompression(Compressor):
     name = "none"
 

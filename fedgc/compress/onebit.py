@@ -12,14 +12,12 @@ import torch
 
 from fedgc.compress.base import CompressionContext, Compressor, SignPayload
 from fedgc.compress.bits import pack_bits
-from fedgc.compress.registry import register
 
 
 def _mean(values: torch.Tensor) -> float:
     return float(values.mean()) if values.numel() else 0.0
 
 
-@register
 class OneBit(Compressor):
     name = "onebit"
 

@@ -13,6 +13,18 @@ import torch
 
 from fedgc.compress.bits import unpack_bits, unpack_trits, unpack_uint
 
+FP16_MAX = 65504.0  # the largest finite fp16: fp16 values are clamped to it before the cast
+VALUE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
+
+
+def to_value_dtype(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``values`` in ``dtype``; into fp16 saturated at ±65504 (fp16's largest finite value) instead of
+    overflowing to ±Inf, which the server would reject. What rounding and saturation lose is the
+    difference between the compensated tensor and what was sent: the error-feedback memory keeps it."""
+    if dtype == torch.float16:
+        values = values.clamp(-FP16_MAX, FP16_MAX)
+    return values.to(dtype)
+
 
 def _numel(shape: tuple[int, ...]) -> int:
     return math.prod(shape)
@@ -118,10 +130,19 @@ class QuantizedPayload:
         return (2 * self.levels).bit_length()
 
     def to_dense(self) -> torch.Tensor:
+        """``x[i] = norm[i // d] · level[i] / s`` in f32, without expanding the norms: the levels are
+        viewed as (buckets × d) and each row scaled by its norm. A bucket longer than the tensor is
+        one bucket (d is clamped to n), so nothing here is sized by ``bucket_size``."""
         n = _numel(self.shape)
-        level = unpack_uint(self.codes, n, self.width) - self.levels
-        norm = self.norms.to(torch.float32).repeat_interleave(self.bucket_size)[:n]
-        return (norm * level.to(torch.float32) / self.levels).reshape(self.shape)
+        d = max(1, min(int(self.bucket_size), n))
+        buckets = -(-n // d)
+        if self.norms.numel() != buckets:
+            raise ValueError(f"{self.norms.numel()} norms for {buckets} buckets")
+        level = (unpack_uint(self.codes, n, self.width) - self.levels).to(torch.float32)
+        padded = torch.zeros(buckets * d, dtype=torch.float32)  # < n + d ≤ 2n entries
+        padded[:n] = level
+        out = padded.view(buckets, d).mul_(self.norms.to(torch.float32)[:, None]).div_(self.levels)
+        return out.view(-1)[:n].reshape(self.shape)
 
 
 @dataclass(frozen=True)
@@ -148,7 +169,15 @@ class LowRankPayload:
     shape: tuple[int, ...]
 
     def to_dense(self) -> torch.Tensor:
-        return (self.p.to(torch.float32) @ self.q.to(torch.float32).T).reshape(self.shape)
+        """``x[i, j] = Σ_t p[i, t] · q[j, t]`` bit-reproducibly (docs/wire-format.md): in f32, starting
+        from +0, adding the rank terms in order t = 0, 1, …, each product rounded before its sum (no
+        FMA). ``outer`` and ``add_`` are one correctly rounded IEEE operation per element; a matmul
+        would leave order and fusing to the BLAS."""
+        p, q = self.p.to(torch.float32), self.q.to(torch.float32)
+        out = torch.zeros(p.shape[0], q.shape[0], dtype=torch.float32)
+        for t in range(p.shape[1]):
+            out.add_(torch.outer(p[:, t], q[:, t]))
+        return out.reshape(self.shape)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ The tensor is viewed as M (rows = shape[0], cols = the rest). One power iteratio
 round's Q: P = orthonormalize(M·Q), Q ← Mᵀ·P; sent = P·Qᵀ. Sends a ``LowRankPayload`` (P and Q in
 fp32 or fp16: 32·r·(rows + cols)/(rows·cols) bits/element). Q persists in ``PowerSGDMemory`` (the
 memory must be in ``ctx.memory``; without it each call starts from a fresh Gaussian Q). The server
-sums factor products in one matrix product (fedgc.flower.aggregate). When the factors would not be
+sums factor products in one matrix product (fedgc.compress.aggregate). When the factors would not be
 smaller than the tensor it is sent dense.
 """
 
@@ -15,11 +15,9 @@ import torch
 from fedgc.compress.base import CompressionContext, Compressor, DensePayload, LowRankPayload, Payload
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.method_memory import PowerSGDMemory
-from fedgc.compress.registry import register
-from fedgc.compress.update import VALUE_DTYPES
+from fedgc.compress.payloads import VALUE_DTYPES, to_value_dtype
 
 
-@register
 class PowerSGD(Compressor):
     name = "powersgd"
 
@@ -46,8 +44,8 @@ class PowerSGD(Compressor):
         q = memory.qs.get(name) if memory is not None else None
         if q is None or q.shape != (cols, rank) or not bool(q.abs().sum() > 0):
             q = torch.randn(cols, rank, generator=ctx.generator)
-        p = torch.linalg.qr(matrix @ q).Q.to(self.factor_dtype)
-        q = (matrix.T @ p.to(torch.float32)).to(self.factor_dtype)
+        p = to_value_dtype(torch.linalg.qr(matrix @ q).Q, self.factor_dtype)
+        q = to_value_dtype(matrix.T @ p.to(torch.float32), self.factor_dtype)  # fp16: saturated, not ±Inf
         if memory is not None:
             memory.qs[name] = q.to(torch.float32).clone()
         return LowRankPayload(p=p, q=q, shape=shape)

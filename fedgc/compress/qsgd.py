@@ -12,10 +12,8 @@ import torch
 from fedgc.compress.base import CompressionContext, Compressor, QuantizedPayload
 from fedgc.compress.bits import pack_uint
 from fedgc.compress.config import CompressionConfig
-from fedgc.compress.registry import register
 
 
-@register
 class QSGD(Compressor):
     name = "qsgd"
 

@@ -11,11 +11,9 @@ import torch
 
 from fedgc.compress.base import CompressionContext, Compressor, SparsePayload
 from fedgc.compress.config import CompressionConfig
-from fedgc.compress.registry import register
 from fedgc.compress.topk import k_for
 
 
-@register
 class RandomK(Compressor):
     name = "randomk"
 

@@ -2,7 +2,7 @@
 
 Sends one sign bit per element (``VotePayload``, bit-packed: 1 bit/element) and one fp32 scale, the
 mean magnitude ‖x‖₁/n, so the server step has the update's size (with ``server_lr`` 1). The server
-aggregates by weighted majority vote: sign(Σ wᵢ·signᵢ) · Σ wᵢ·scaleᵢ (fedgc.flower.aggregate).
+aggregates by weighted majority vote: sign(Σ wᵢ·signᵢ) · Σ wᵢ·scaleᵢ (fedgc.compress.aggregate).
 Zero entries count as positive.
 """
 
@@ -12,7 +12,6 @@ import torch
 
 from fedgc.compress.base import CompressionContext, Compressor, VotePayload
 from fedgc.compress.bits import pack_bits
-from fedgc.compress.registry import register
 
 
 def vote(tensor: torch.Tensor) -> VotePayload:
@@ -21,7 +20,6 @@ def vote(tensor: torch.Tensor) -> VotePayload:
     return VotePayload(signs=pack_bits(flat < 0), scale=scale, shape=tuple(tensor.shape))
 
 
-@register
 class SignSGD(Compressor):
     name = "signsgd"
 

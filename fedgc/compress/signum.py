@@ -12,11 +12,9 @@ import torch
 from fedgc.compress.base import CompressionContext, Compressor, VotePayload
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.method_memory import SignumMemory
-from fedgc.compress.registry import register
 from fedgc.compress.signsgd import vote
 
 
-@register
 class Signum(Compressor):
     name = "signum"
 

@@ -12,11 +12,9 @@ import torch
 
 from fedgc.compress.base import CompressionContext, Compressor, SparseTernaryPayload
 from fedgc.compress.bits import pack_bits
-from fedgc.compress.registry import register
 from fedgc.compress.topk import k_for
 
 
-@register
 class STC(Compressor):
     name = "stc"
 

@@ -11,10 +11,8 @@ import torch
 
 from fedgc.compress.base import CompressionContext, Compressor, TernaryPayload
 from fedgc.compress.bits import pack_trits
-from fedgc.compress.registry import register
 
 
-@register
 class TernGrad(Compressor):
     name = "terngrad"
 

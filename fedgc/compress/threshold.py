@@ -10,10 +10,8 @@ import torch
 
 from fedgc.compress.base import CompressionContext, Compressor, SparsePayload
 from fedgc.compress.config import CompressionConfig
-from fedgc.compress.registry import register
 
 
-@register
 class Threshold(Compressor):
     name = "threshold"
 

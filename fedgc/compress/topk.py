@@ -11,14 +11,12 @@ import math
 import torch
 
 from fedgc.compress.base import CompressionContext, Compressor, SparsePayload
-from fedgc.compress.registry import register
 
 
 def k_for(numel: int, density: float) -> int:
     return max(1, min(numel, math.ceil(density * numel)))
 
 
-@register
 class TopK(Compressor):
     name = "topk"
 

@@ -13,9 +13,8 @@ import torch
 from fedgc.compress.base import CompressionContext, Compressor, DensePayload, Payload
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.memory import Memory
+from fedgc.compress.payloads import VALUE_DTYPES, to_value_dtype
 from fedgc.compress.registry import make_compressor
-
-VALUE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 
 
 @dataclass
@@ -25,10 +24,6 @@ class CompressedUpdate:
     sent: dict[str, torch.Tensor]
     elements_sent: int
     elements_total: int
-
-    @property
-    def achieved_density(self) -> float:
-        return self.elements_sent / max(1, self.elements_total)
 
 
 def build_compression(config: CompressionConfig) -> tuple[Compressor, Memory]:
@@ -41,7 +36,7 @@ def _with_value_dtype(payload: Payload, dtype: torch.dtype) -> Payload:
     values = getattr(payload, "values", None)
     if values is None or values.dtype == dtype or not values.is_floating_point():
         return payload
-    return type(payload)(**{**payload.__dict__, "values": values.to(dtype)})
+    return type(payload)(**{**payload.__dict__, "values": to_value_dtype(values, dtype)})
 
 
 def compress_update(

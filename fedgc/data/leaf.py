@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from fedgc.data.base import ArrayDataset, CentralDataset, DataFileError
+from fedgc.data.mnist import require_dir
 
 ALL_LETTERS = "\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz}"
 NUM_LETTERS = len(ALL_LETTERS)  # 80
@@ -132,6 +133,7 @@ LEAF_KINDS: dict[str, LeafKind] = {
 def load_leaf_dir(root: str | Path, kind: str) -> CentralDataset:
     """Read ``root/train`` and ``root/test``; train samples keep their user as ``train_groups``."""
     root = Path(root)
+    require_dir(root, "a LEAF directory with train/ and test/")
     spec = LEAF_KINDS[kind]
     train_split = read_leaf_split(root / "train")
     test_split = read_leaf_split(root / "test")

@@ -23,7 +23,7 @@ FILES = {
 # so the same scenario keys work for each; the models learn any remaining offset).
 MEAN, STD = 0.1307, 0.3081
 
-__all__ = ["FILES", "DataFileError", "load_mnist_dir", "read_idx"]
+__all__ = ["FILES", "DataFileError", "load_mnist_dir", "read_idx", "require_dir"]
 
 
 def read_idx(path: Path) -> np.ndarray:
@@ -51,10 +51,18 @@ def _find(root: Path, stem: str) -> Path | None:
     return None
 
 
+def require_dir(root: Path, what: str) -> None:
+    """A one-line DataFileError unless ``root`` is a directory (saying whether it is a file or missing)."""
+    if root.is_dir():
+        return
+    if root.exists():
+        raise DataFileError(f"data.root {root}: is a file, not a directory (expected {what})")
+    raise DataFileError(f"data.root {root}: no such directory (expected {what})")
+
+
 def load_mnist_dir(root: str | Path) -> CentralDataset:
     root = Path(root)
-    if not root.is_dir():
-        raise DataFileError(f"data.root {root}: no such directory")
+    require_dir(root, "a directory with the four IDX files")
     paths = {key: _find(root, stem) for key, stem in FILES.items()}
     missing = [FILES[key] + ".gz" for key, path in paths.items() if path is None]
     if missing:

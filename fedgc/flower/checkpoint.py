@@ -1,93 +1,54 @@
 """Resumable run state: everything a run needs to continue exactly where it stopped.
 
-A checkpoint holds the global model, the server optimizer's buffers, the strategy's random generator
-and acknowledgement book, the network model (links, devices, availability and the simulated clock),
-every client's ``Context.state`` (compression memory, pending updates, downlink replica) and, with
-downlink compression, the server's per-client replicas. It is written to
-``checkpoint.pt.tmp``, flushed to disk and renamed over ``checkpoint.pt``: a crash at any moment
-leaves either the previous checkpoint or the new one, never a torn file.
+A checkpoint is ``{part: part.state_dict()}`` for every stateful part of the run (``PARTS``): the run
+itself (rounds done, metrics rows, the global model), the strategy (selection generator,
+acknowledgement book), the server optimizer, the network model (links, devices, availability and the
+simulated clock), the downlink stage (the server's per-client replicas; None without downlink
+compression) and the transport (every client's ``Context.state``: compression memory, pending
+updates, downlink replica). Each part owns its state; nothing here reads another object's fields.
+It is written to ``checkpoint.pt.tmp``, flushed to disk and renamed over ``checkpoint.pt``: a crash
+at any moment leaves either the previous checkpoint or the new one, never a torn file.
 
-Resuming needs the clients' states, which only the inline engine holds in this process; on Flower's
-own runtimes the nodes keep their state themselves.
+Format 3 holds only plain data (``fedgc.flower.plain_state``) and is read with
+``torch.load(weights_only=True)``: opening a checkpoint never runs code from it. It also holds the
+scenario it was written for and its fingerprint (``fedgc.flower.resume_check``), so a resume with an
+edited scenario is refused unless the change is one that ``RESUMABLE`` allows.
+
+The clients' states come from the transport: the inline grid holds them in this process; on Flower's
+runtimes the partition grid asks each node for its ``Context.state`` and hands it back on resume.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import simpy
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord, RecordDict
 
-from fedgc.network.timeline import NetworkModel
+from fedgc.flower.plain_state import PlainStateError, from_plain, to_plain
 
 CHECKPOINT = "checkpoint.pt"
-FORMAT_VERSION = 1
+# 1: pickled objects; 2: one flat record of every part's fields; 3: {part: part.state_dict()}.
+FORMAT_VERSION = 3
+PARTS = ("run", "strategy", "optimizer", "network", "downlink", "transport")
 
 
 class CheckpointError(ValueError):
     """A run folder cannot be resumed; ``str(err)`` is one line."""
 
 
-@dataclass
-class RunState:
-    round: int  # rounds completed
-    metrics_rows: int  # rows of metrics.jsonl up to this checkpoint (a retried round has a row per attempt)
-    weights: dict[str, torch.Tensor]
-    optimizer_buffers: dict[str, torch.Tensor]
-    strategy_rng: dict
-    applied_since_last_message: dict[int, list[int]]
-    network: bytes  # the pickled NetworkModel, its simpy Environment detached
-    sim_now: float
-    client_states: dict[int, dict] = field(default_factory=dict)
-    next_message_id: int = 0
-    downlink: dict | None = None  # the server's downlink replicas (DownlinkGrid.state), when compressed
+def run_state(rounds_done: int, metrics_rows: int, weights: dict[str, torch.Tensor]) -> dict:
+    """The run's own part: rounds completed, rows of metrics.jsonl up to the checkpoint (a retried
+    round has a row per attempt) and the global model then."""
+    return {"round": rounds_done, "metrics_rows": metrics_rows, "weights": dict(weights)}
 
 
-def pickle_network(network: NetworkModel) -> tuple[bytes, float]:
-    """simpy's Environment does not survive pickling; the clock's time is all it carries between rounds."""
-    env = network.env
-    network.env = None
-    try:
-        return pickle.dumps(network, protocol=pickle.HIGHEST_PROTOCOL), float(env.now)
-    finally:
-        network.env = env
-
-
-def unpickle_network(blob: bytes, sim_now: float) -> NetworkModel:
-    network = pickle.loads(blob)  # our own file, written by this module
-    network.env = simpy.Environment(initial_time=sim_now)
-    return network
-
-
-def context_state(context: Context) -> dict:
-    """A ``Context.state`` as plain tensors and values (what ``torch.save`` stores)."""
-    state = context.state
-    return {
-        "arrays": {k: dict(r.to_torch_state_dict()) for k, r in state.array_records.items()},
-        "configs": {k: dict(r) for k, r in state.config_records.items()},
-        "metrics": {k: dict(r) for k, r in state.metric_records.items()},
-    }
-
-
-def restore_context_state(context: Context, saved: dict) -> None:
-    state = RecordDict()
-    for key, tensors in saved["arrays"].items():
-        state[key] = ArrayRecord({k: v.contiguous() for k, v in tensors.items()})
-    for key, values in saved["configs"].items():
-        state[key] = ConfigRecord(values)
-    for key, values in saved["metrics"].items():
-        state[key] = MetricRecord(values)
-    context.state = state
-
-
-def save(run_dir: Path, state: RunState) -> Path:
+def save(run_dir: Path, state: dict[str, dict | None], scenario: dict) -> Path:
+    """``state``: ``{part: state_dict}`` for every name in ``PARTS``; ``scenario``:
+    ``resume_check.scenario_record(...)`` of the run's scenario."""
     path = run_dir / CHECKPOINT
     tmp = run_dir / (CHECKPOINT + ".tmp")
-    payload = {"format": FORMAT_VERSION, **state.__dict__}
+    payload = {"format": FORMAT_VERSION, "scenario": scenario, "state": to_plain(state)}
     with tmp.open("wb") as f:
         torch.save(payload, f)
         f.flush()
@@ -96,57 +57,86 @@ def save(run_dir: Path, state: RunState) -> Path:
     return path
 
 
-def load(run_dir: Path) -> RunState:
+def load(run_dir: Path) -> tuple[dict, dict]:
+    """The checkpoint's ``{part: state}`` and the scenario record it was written for. Read with
+    ``weights_only=True``: a file holding anything but plain data is refused, and nothing in it runs."""
     path = run_dir / CHECKPOINT
     if not path.is_file():
         raise CheckpointError(f"--resume {run_dir}: no {CHECKPOINT} in that folder (checkpoint_every=0, "
                               "or the run stopped before its first checkpoint)")
     try:
-        payload = torch.load(path, weights_only=False)
-    except Exception as err:  # noqa: BLE001 — any unreadable file gets the same one-line answer
+        payload = torch.load(path, weights_only=True)
+    except Exception as err:  # noqa: BLE001 — any unreadable file gets a one-line answer
+        if "weights only load failed" in str(err).lower():
+            raise CheckpointError(f"--resume {run_dir}: {CHECKPOINT} is not a plain-data checkpoint (refused "
+                                  "unread: it is damaged, or holds objects whose loading could run code)") from None
         raise CheckpointError(f"--resume {run_dir}: {CHECKPOINT} is unreadable ({type(err).__name__})") from None
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT_VERSION:
-        raise CheckpointError(f"--resume {run_dir}: {CHECKPOINT} has an unknown format")
-    payload.pop("format")
-    return RunState(**payload)
+    version = payload.get("format") if isinstance(payload, dict) else None
+    if version != FORMAT_VERSION:
+        raise CheckpointError(f"--resume {run_dir}: {CHECKPOINT} has format {version!r}, this fedgc reads "
+                              f"format {FORMAT_VERSION} only (start the run again)")
+    try:
+        state = from_plain(payload["state"])
+        scenario = payload["scenario"]
+        if not isinstance(scenario, dict) or not isinstance(state, dict) or set(state) != set(PARTS):
+            raise TypeError
+        run = state["run"]
+        if not all(type(run[k]) is int and run[k] >= 0 for k in ("round", "metrics_rows")):
+            raise TypeError
+    except PlainStateError as err:
+        raise CheckpointError(f"--resume {run_dir}: {CHECKPOINT}: {err}") from None
+    except (KeyError, TypeError):
+        raise CheckpointError(f"--resume {run_dir}: {CHECKPOINT} is malformed") from None
+    return state, scenario
 
 
-def capture(completed_round: int, metrics_rows: int, weights: dict[str, torch.Tensor], strategy,
-            network: NetworkModel, inline_grid, downlink=None) -> RunState:
-    """The state after ``completed_round`` (``weights``: the global model then); ``inline_grid`` holds
-    the clients' contexts."""
-    blob, now = pickle_network(network)
-    return RunState(
-        round=completed_round,
-        metrics_rows=metrics_rows,
-        weights={k: v.clone() for k, v in weights.items()},
-        optimizer_buffers={k: v.clone() for k, v in strategy.optimizer.buffers.items()},
-        strategy_rng=strategy.rng.bit_generator.state,
-        applied_since_last_message={n: list(r) for n, r in strategy.applied_since_last_message.items()},
-        network=blob,
-        sim_now=now,
-        client_states={node: context_state(ctx) for node, ctx in inline_grid.contexts.items() if len(ctx.state)},
-        next_message_id=inline_grid.next_message_id,
-        downlink=downlink.state() if downlink is not None else None,
-    )
+def resumable(run_dir: Path, scenario) -> dict:
+    """The checkpoint's state, once it is known to belong to ``scenario`` (else one-line ``CheckpointError``)."""
+    from fedgc.flower.resume_check import refusal
+
+    state, saved_scenario = load(run_dir)
+    refused = refusal(saved_scenario, scenario, state["run"]["round"])
+    if refused is not None:
+        raise CheckpointError(f"--resume {run_dir}: {refused}")
+    return state
 
 
-def restore(state: RunState, strategy, inline_grid, downlink=None) -> NetworkModel:
-    """Put a checkpoint back into a freshly built strategy and grid; returns the network model."""
-    strategy.round_offset = state.round
-    strategy.final_weights = dict(state.weights)
-    strategy.optimizer.buffers = dict(state.optimizer_buffers)
-    strategy.rng.bit_generator.state = state.strategy_rng
-    strategy.applied_since_last_message.clear()
-    strategy.applied_since_last_message.update({n: list(r) for n, r in state.applied_since_last_message.items()})
-    unknown = set(state.client_states) - set(inline_grid.contexts)
-    if unknown:
-        raise CheckpointError(f"checkpoint holds state for node {min(unknown)}, which this scenario does not have")
-    for node, saved in state.client_states.items():
-        restore_context_state(inline_grid.contexts[node], saved)
-    inline_grid.next_message_id = state.next_message_id
-    if (state.downlink is None) != (downlink is None):
-        raise CheckpointError("the checkpoint and the scenario disagree on downlink compression")
-    if downlink is not None:
-        downlink.load_state(state.downlink)
-    return unpickle_network(state.network, state.sim_now)
+def model_mismatch(weights: object, shapes: dict[str, tuple[int, ...]]) -> str | None:
+    """How a checkpoint's weights fail to fit the model (``shapes``), or None when they fit."""
+    if not isinstance(weights, dict) or not all(isinstance(w, torch.Tensor) for w in weights.values()):
+        return "its model weights are not tensors"
+    missing, extra = sorted(set(shapes) - set(weights)), sorted(set(weights) - set(shapes))
+    if missing or extra:
+        return f"its model has {'no ' + missing[0] if missing else 'an unknown ' + extra[0]}"
+    for name, shape in shapes.items():
+        if tuple(weights[name].shape) != tuple(shape):
+            return f"its {name} has shape {tuple(weights[name].shape)}, the model's has {tuple(shape)}"
+    return None
+
+
+def _buffers_fit(buffers: object, shapes: dict[str, tuple[int, ...]]) -> bool:
+    """Server optimizer buffers are named ``<slot>/<parameter>`` and shaped like their parameter."""
+    return isinstance(buffers, dict) and all(
+        isinstance(b, torch.Tensor) and k.partition("/")[2] in shapes
+        and tuple(b.shape) == tuple(shapes[k.partition("/")[2]]) for k, b in buffers.items())
+
+
+def restore(state: dict, parts: dict, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Load every part's state into a freshly built run (``parts``: ``{name: object with
+    load_state_dict}``, None for a part the run does not have); one ``CheckpointError`` line if it
+    does not fit."""
+    mismatch = model_mismatch(state["run"].get("weights"), shapes)
+    if mismatch is None and not _buffers_fit((state["optimizer"] or {}).get("buffers"), shapes):
+        mismatch = "its server optimizer buffers do not fit the model"
+    if mismatch is not None:
+        raise CheckpointError(f"{CHECKPOINT} does not fit this scenario's model: {mismatch}")
+    for name, part in parts.items():
+        if (state[name] is None) != (part is None):
+            raise CheckpointError(f"{CHECKPOINT} and the scenario disagree on the {name} part")
+        if part is None:
+            continue
+        try:
+            part.load_state_dict(state[name])
+        except (TypeError, KeyError, AttributeError, ValueError, IndexError) as err:
+            why = str(err).splitlines()[0] if isinstance(err, ValueError) and str(err) else "its saved state does not fit this run"
+            raise CheckpointError(f"{CHECKPOINT} is malformed ({name}: {why})") from None

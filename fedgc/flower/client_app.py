@@ -4,6 +4,11 @@ The client's compression memory (error feedback / DGC momentum) and the updates 
 yet heard were applied live in ``context.state``. The server's next message lists the rounds whose
 updates from this client were applied (``applied-rounds``); any other pending update goes back into
 the memory, so an upload that was cut or late is never lost.
+
+The client's training and compression settings come from the message (its ``client-config``
+record, docs/client-protocol.md), as for a client in any language; the scenario in the run config is
+read only for the simulated data partition (``simulation_partition``) and, with downlink compression,
+the initial replica (``fedgc.flower.downlink_mod``).
 """
 
 from __future__ import annotations
@@ -15,13 +20,18 @@ from flwr.clientapp import ClientApp
 from fedgc.compress.base import CompressionContext
 from fedgc.compress.memory import Memory
 from fedgc.compress.update import build_compression, compress_update
+from fedgc.data import ArrayDataset, FederatedData
+from fedgc.flower import keys
+from fedgc.flower.client_config import read_client_config
 from fedgc.flower.client_state import pack_state, unpack_state
 from fedgc.flower.codec import encode_update
 from fedgc.flower.downlink_mod import downlink_mod
-from fedgc.flower.partition_grid import PARTITION_QUERY
-from fedgc.flower.setup import federated_data, scenario_from_run_config
+from fedgc.flower.keys import ReplyMetrics
+from fedgc.flower.partition_grid import PARTITION_QUERY, RESTORE_QUERY, STATE_QUERY
+from fedgc.flower.setup import scenario_from_run_config
 from fedgc.models import build_model
-from fedgc.training import LocalTrainResult, evaluate, steps_for_epochs, train_local
+from fedgc.run.parts import client_seed, federated_data
+from fedgc.training import LocalTrainResult, steps_for_epochs, train_local
 
 MEMORY_KEY = "fedgc.memory"
 PENDING_KEY = "fedgc.pending"
@@ -47,77 +57,60 @@ def settle_pending(memory: Memory, pending: dict[str, torch.Tensor], applied_rou
             memory.restore(name, sent)
 
 
-def client_seed(seed: int, partition: int, server_round: int) -> int:
-    return (seed * 1_000_003 + partition * 7919 + server_round) % (2**63)
+def simulation_partition(context: Context) -> tuple[ArrayDataset, FederatedData]:
+    """SIMULATION ONLY: this node's data partition (and the run's dataset, for the model's input
+    shape and classes), from the scenario's ``data`` section in the run config and the node's
+    ``partition-id``. A real device holds its own data and never reads a scenario; nothing else of
+    the scenario is read by the client: its settings arrive in the message (``keys.CLIENT_CONFIG``)."""
+    data = federated_data(scenario_from_run_config(context.run_config))
+    return data.partitions[int(context.node_config["partition-id"])], data
 
 
 def local_update(msg: Message, context: Context) -> tuple[dict[str, torch.Tensor], LocalTrainResult, torch.Generator]:
     """Train on the received global model; the round update (pseudo-gradient) Δ = w_global − w_local,
     what the server subtracts scaled by its learning rate. A pure function of the message and the
     node: the same message gives the same Δ (the returned generator continues the round's stream)."""
-    scenario = scenario_from_run_config(context.run_config)
+    settings = read_client_config(msg.content.config_records.get(keys.CLIENT_CONFIG))
+    local, data = simulation_partition(context)
     partition = int(context.node_config["partition-id"])
-    data = federated_data(scenario)
-    local = data.partitions[partition]
-    server_round = int(msg.content.config_records["config"]["server-round"])
-    model = build_model(scenario.model.name, data.input_shape, data.num_classes, scenario.seed,
-                        options=scenario.model.options)
-    model.load_state_dict(msg.content.array_records["arrays"].to_torch_state_dict())
+    server_round = int(msg.content.config_records[keys.CONFIG][keys.SERVER_ROUND])
+    model = build_model(settings.model, data.input_shape, data.num_classes, settings.seed,
+                        options=settings.model_options)
+    model.load_state_dict(msg.content.array_records[keys.ARRAYS].to_torch_state_dict())
     start = {name: t.detach().clone() for name, t in model.state_dict().items()}
-    generator = torch.Generator().manual_seed(client_seed(scenario.seed, partition, server_round))
-    client = scenario.client
-    steps = client.local_steps or steps_for_epochs(len(local), client.batch_size, client.epochs or 1.0)
-    result = train_local(model, local, steps=steps, batch_size=client.batch_size, lr=client.lr,
-                         generator=generator, momentum=client.momentum, weight_decay=client.weight_decay)
+    generator = torch.Generator().manual_seed(client_seed(settings.seed, partition, server_round))
+    steps = settings.local_steps or steps_for_epochs(len(local), settings.batch_size, settings.epochs or 1.0)
+    result = train_local(model, local, steps=steps, batch_size=settings.batch_size, lr=settings.lr,
+                         generator=generator, momentum=settings.momentum, weight_decay=settings.weight_decay)
     delta = {name: start[name] - t.detach() for name, t in model.state_dict().items()}
     return delta, result, generator
 
 
 @app.train()
 def train(msg: Message, context: Context) -> Message:
-    scenario = scenario_from_run_config(context.run_config)
-    partition = int(context.node_config["partition-id"])
-    data = federated_data(scenario)
-    local = data.partitions[partition]
-    config = msg.content.config_records["config"]
-    server_round = int(config["server-round"])
+    settings = read_client_config(msg.content.config_records.get(keys.CLIENT_CONFIG))
+    local, _ = simulation_partition(context)
+    config = msg.content.config_records[keys.CONFIG]
+    server_round = int(config[keys.SERVER_ROUND])
 
-    compressor, memory = build_compression(scenario.compression)
+    compressor, memory = build_compression(settings.compression)
     memory.load_state_dict(_load_tensors(context, MEMORY_KEY))
-    settle_pending(memory, _load_tensors(context, PENDING_KEY), {int(r) for r in config.get("applied-rounds", [])})
+    settle_pending(memory, _load_tensors(context, PENDING_KEY), {int(r) for r in config.get(keys.APPLIED_ROUNDS, [])})
 
     delta, result, generator = local_update(msg, context)
-    ctx = CompressionContext(round=server_round, density=float(config["density"]), generator=generator,
-                             num_clients=int(config["num-clients"]))
+    ctx = CompressionContext(round=server_round, density=float(config[keys.DENSITY]), generator=generator,
+                             num_clients=int(config[keys.NUM_CLIENTS]))
     compressed = compress_update(delta, compressor, memory, ctx,
-                                 dense_small_tensors=scenario.compression.dense_small_tensors,
-                                 value_dtype=scenario.compression.value_dtype)
+                                 dense_small_tensors=settings.compression.dense_small_tensors,
+                                 value_dtype=settings.compression.value_dtype)
 
     _store_tensors(context, MEMORY_KEY, memory.state_dict())
     _store_tensors(context, PENDING_KEY, {f"{server_round}/{k}": v for k, v in compressed.sent.items()})
-    metrics = MetricRecord({
-        "num-examples": len(local),
-        "samples": result.samples,
-        "steps": result.steps,
-        "train-loss": result.mean_loss,
-        "elements-sent": compressed.elements_sent,
-        "elements-total": compressed.elements_total,
-    })
-    return Message(RecordDict({"update": encode_update(compressed.payloads), "metrics": metrics}), reply_to=msg)
-
-
-@app.evaluate()
-def evaluate_local(msg: Message, context: Context) -> Message:
-    """Client-side evaluation of the received global model on the client's own partition."""
-    scenario = scenario_from_run_config(context.run_config)
-    data = federated_data(scenario)
-    local = data.partitions[int(context.node_config["partition-id"])]
-    model = build_model(scenario.model.name, data.input_shape, data.num_classes, scenario.seed,
-                        options=scenario.model.options)
-    model.load_state_dict(msg.content.array_records["arrays"].to_torch_state_dict())
-    accuracy, loss = evaluate(model, local)
-    metrics = MetricRecord({"num-examples": len(local), "accuracy": accuracy, "loss": loss})
-    return Message(RecordDict({"metrics": metrics}), reply_to=msg)
+    metrics = ReplyMetrics(num_examples=len(local), samples=result.samples, steps=result.steps,
+                           train_loss=result.mean_loss, elements_sent=compressed.elements_sent,
+                           elements_total=compressed.elements_total)
+    return Message(RecordDict({keys.UPDATE: encode_update(compressed.payloads), keys.METRICS: metrics.to_record()}),
+                   reply_to=msg)
 
 
 @app.query(PARTITION_QUERY.split(".", 1)[1])
@@ -127,6 +120,22 @@ def report_partition(msg: Message, context: Context) -> Message:
     config = context.node_config
     if "partition-id" not in config:
         raise ValueError('this SuperNode has no partition-id: start it with --node-config "partition-id=P ..."')
-    record = MetricRecord({"partition-id": int(config["partition-id"]),
-                           "num-partitions": int(config.get("num-partitions", 0))})
+    record = MetricRecord({keys.PARTITION_ID: int(config["partition-id"]),
+                           keys.NUM_PARTITIONS: int(config.get("num-partitions", 0))})
+    if config.get(keys.NO_REPLICA):  # e.g. --node-config "... no-replica=1": send me the whole model first
+        record[keys.NO_REPLICA] = 1
     return Message(RecordDict({"partition": record}), reply_to=msg)
+
+
+@app.query(STATE_QUERY.split(".", 1)[1])
+def report_state(msg: Message, context: Context) -> Message:
+    """This node's ``Context.state`` (compression memory, pending updates, downlink replica), for a
+    checkpoint the server takes on Flower's runtimes (``PartitionGrid.state_dict``)."""
+    return Message(RecordDict(dict(context.state.items())), reply_to=msg)
+
+
+@app.query(RESTORE_QUERY.split(".", 1)[1])
+def restore_state(msg: Message, context: Context) -> Message:
+    """Adopt the state the server saved for this node (``--resume`` on Flower's runtimes)."""
+    context.state = RecordDict(dict(msg.content.items()))
+    return Message(RecordDict(), reply_to=msg)

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 import torch
-from flwr.app import Array, ArrayRecord
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, MetricRecord, RecordDict
 from flwr.common.constant import SType
 
 STATE_INDICES, STATE_VALUES, STATE_SHAPE = "sparse-indices/", "sparse-values/", "sparse-shape/"
@@ -110,3 +110,33 @@ def unpack_state(record: ArrayRecord | None) -> dict[str, torch.Tensor]:
         else:
             tensors[key] = _tensor(record[key])
     return tensors
+
+
+def context_state(context: Context) -> dict:
+    """A ``Context.state`` as plain tensors and values (what a checkpoint stores)."""
+    return records_state(context.state)
+
+
+def records_state(state: RecordDict) -> dict:
+    """A ``RecordDict`` (a node's state, or a reply carrying it) as plain tensors and values."""
+    return {
+        "arrays": {k: dict(r.to_torch_state_dict()) for k, r in state.array_records.items()},
+        "configs": {k: dict(r) for k, r in state.config_records.items()},
+        "metrics": {k: dict(r) for k, r in state.metric_records.items()},
+    }
+
+
+def restore_context_state(context: Context, saved: dict) -> None:
+    context.state = state_records(saved)
+
+
+def state_records(saved: dict) -> RecordDict:
+    """``records_state``'s inverse."""
+    state = RecordDict()
+    for key, tensors in saved["arrays"].items():
+        state[key] = ArrayRecord({k: v.contiguous() for k, v in tensors.items()})
+    for key, values in saved["configs"].items():
+        state[key] = ConfigRecord(values)
+    for key, values in saved["metrics"].items():
+        state[key] = MetricRecord(values)
+    return state

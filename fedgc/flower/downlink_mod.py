@@ -2,7 +2,9 @@
 a compressed model difference back into the model, before the ClientApp sees the message.
 
 The replica (the model this client holds) lives in ``context.state``. A client that has none yet
-holds the initial model, which it builds from the scenario's seed exactly as the server does. The
+holds the initial model, which it builds from the scenario's seed exactly as the server does (a
+node that cannot announces ``no-replica`` in its partition reply and gets the whole model first:
+docs/client-protocol.md). The
 digest of the replica must match the server's before and after applying the difference; if not, the
 mod raises and the round counts the client as failed — the server then sends the next download
 dense (a reset) and the client adopts that model.
@@ -14,11 +16,12 @@ import torch
 from flwr.app import ArrayRecord, Context, Message, MessageType, RecordDict
 
 from fedgc.compress.downlink import Weights, apply_download, as_replica, model_digest
+from fedgc.flower import keys
 from fedgc.flower.client_state import pack_state, unpack_state
 from fedgc.flower.codec import decode_update
-from fedgc.flower.downlink_grid import BASE_DIGEST, DELTA_KEY, NEW_DIGEST, RESET
-from fedgc.flower.setup import federated_data, scenario_from_run_config
-from fedgc.models import build_model
+from fedgc.flower.downlink_stage import BASE_DIGEST, DELTA_KEY, NEW_DIGEST, RESET
+from fedgc.flower.setup import scenario_from_run_config
+from fedgc.run.parts import build_model_for
 
 REPLICA_KEY = "fedgc.replica"
 
@@ -29,10 +32,7 @@ class DownlinkOutOfSync(RuntimeError):
 
 def initial_model(context: Context) -> Weights:
     scenario = scenario_from_run_config(context.run_config)
-    data = federated_data(scenario)
-    model = build_model(scenario.model.name, data.input_shape, data.num_classes, scenario.seed,
-                        options=scenario.model.options)
-    return as_replica(model.state_dict())
+    return as_replica(build_model_for(scenario).state_dict())
 
 
 def _replica(context: Context) -> Weights:
@@ -43,7 +43,7 @@ def _replica(context: Context) -> Weights:
 def downlink_mod(msg: Message, context: Context, call_next) -> Message:
     if msg.metadata.message_type != MessageType.TRAIN or not msg.has_content():
         return call_next(msg, context)
-    config = msg.content.config_records.get("config")
+    config = msg.content.config_records.get(keys.CONFIG)
     if DELTA_KEY in msg.content.array_records:
         if config is None or not isinstance(config.get(BASE_DIGEST), str) or not isinstance(config.get(NEW_DIGEST), str):
             raise DownlinkOutOfSync("a compressed download without its replica digests")
@@ -56,7 +56,9 @@ def downlink_mod(msg: Message, context: Context, call_next) -> Message:
         if model_digest(replica) != config[NEW_DIGEST]:
             raise DownlinkOutOfSync("the replica after the download does not match the server's digest")
         context.state[REPLICA_KEY] = pack_state(replica)
-        content = RecordDict({"arrays": ArrayRecord({k: v.contiguous() for k, v in replica.items()}), "config": config})
+        content = RecordDict({keys.ARRAYS: ArrayRecord({k: v.contiguous() for k, v in replica.items()}), keys.CONFIG: config})
+        if keys.CLIENT_CONFIG in msg.content.config_records:
+            content[keys.CLIENT_CONFIG] = msg.content.config_records[keys.CLIENT_CONFIG]
         msg.content = content  # the ClientApp sees the model, as without downlink compression
     elif config is not None and config.get(RESET):
         context.state[REPLICA_KEY] = pack_state(_checked_reset(msg, context))
@@ -65,7 +67,7 @@ def downlink_mod(msg: Message, context: Context, call_next) -> Message:
 
 def _checked_reset(msg: Message, context: Context) -> Weights:
     """The whole model sent as a reset, if it has the model's tensors, shapes and finite values."""
-    record = msg.content.array_records.get("arrays")
+    record = msg.content.array_records.get(keys.ARRAYS)
     if record is None:
         raise DownlinkOutOfSync("a reset download without the model")
     model = as_replica(record.to_torch_state_dict())

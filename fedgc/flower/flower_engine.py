@@ -2,6 +2,9 @@
 submitted the way Flower 1.41 documents it: a local SuperLink started with ``--simulation`` and
 ``flwr run`` (``fedgc.flower.runtime_processes`` has the details).
 
+However the command ends (done, failed, Ctrl-C or SIGTERM), every process the runtime started, Ray's
+included, is stopped and waited for before it returns: SIGTERM, then SIGKILL after 10 s.
+
 Why a generated app folder and not the repository: ``flwr run`` packs every matching file under the
 app folder into the FAB (walking ``.venv`` on the way), and an installed fedgc has no repository.
 The generated ``pyproject.toml`` names the same components as fedgc's own (``APP_PYPROJECT``); the
@@ -25,13 +28,15 @@ from pathlib import Path
 import tomli_w
 
 from fedgc.flower.runtime_processes import (
+    RUNTIME_TOKEN,
     flower_env,
     flwr_run,
-    flwr_stop,
     free_port,
+    signals_ignored,
     sigterm_as_interrupt,
     start_superlink,
-    started_run_id,
+    terminate,
+    token_holders,
     write_connection,
 )
 from fedgc.flower.setup import NODE_WAIT_S, OUT_DIR, QUIET, SCENARIO_PATH, SCENARIO_YAML
@@ -116,19 +121,19 @@ def run_on_simulation_runtime(scenario: Scenario, out_dir: Path | None, *, quiet
         if not quiet:
             print(f"engine flower: local SuperLink on 127.0.0.1:{port}, {scenario.data.num_clients} simulated "
                   f"SuperNodes; Flower's logs in {logs}", file=sys.stderr)
-        with sigterm_as_interrupt():
-            link = start_superlink(port, logs, env, simulation=True)
-            try:
+        link = None
+        try:
+            with sigterm_as_interrupt():
+                link = start_superlink(port, logs, env, simulation=True)
                 flwr_run(app_dir, CONNECTION, run_config, env, logs / "flwr-run.log",
                          federation_config=[f"num-supernodes={scenario.data.num_clients}"])
-            except BaseException:
-                # Interrupted: stop the run first, so the simulation process shuts Ray down itself.
-                run_id = started_run_id(logs / "flwr-run.log")
-                if run_id is not None and link.running():
-                    flwr_stop(run_id, CONNECTION, env, logs / "flwr-run.log")
-                raise
-            finally:
-                link.stop()
+        finally:
+            # Also when interrupted (Ctrl-C, SIGTERM): nothing the runtime started may go on writing
+            # the run folder after this returns.
+            with signals_ignored():
+                if link is not None:
+                    link.stop()
+                terminate(lambda: token_holders(env[RUNTIME_TOKEN]))
         summary = out / "summary.json"
         if not summary.exists():
             raise FlowerRunFailed(f"the Flower run failed ({_last_error(logs / 'flwr-run.log')}); "

@@ -4,25 +4,45 @@ Every message and every reply is serialized exactly as Flower would put it on th
 from those bytes (``wire.roundtrip``), so the ClientApp and the strategy only ever see what a real
 deployment would deliver, and the byte counts are real wire sizes. Node ids are 1..N in partition
 order and message ids a counter, so a run is deterministic for a seed.
+
+Floating-point sums split across threads round differently with a different thread count, so the grid
+pins PyTorch's intra-op threads (process-wide) to ``FEDGC_THREADS`` (default 1): metrics.jsonl then
+does not depend on ``OMP_NUM_THREADS`` or on the machine's core count (docs/reliability.md).
 """
 
 from __future__ import annotations
 
+import os
 import traceback
 from collections.abc import Iterable
 
+import torch
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 
+from fedgc.flower.client_state import context_state, restore_context_state
 from fedgc.flower.wire import roundtrip
 
 CLIENT_APP_EXCEPTION = 101  # Error.code for a ClientApp that raised (same meaning as Flower's)
+THREADS_ENV = "FEDGC_THREADS"
+
+
+def pin_threads() -> int:
+    """Set torch's intra-op thread count from ``$FEDGC_THREADS`` (default 1); returns it."""
+    text = os.environ.get(THREADS_ENV, "1").strip()
+    if not text.isdigit() or not 1 <= int(text) <= 1024:
+        raise ValueError(f"{THREADS_ENV}={text!r}: expected a whole number of threads from 1 to 1024")
+    threads = int(text)
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    return threads
 
 
 class InlineGrid(Grid):
     def __init__(self, client_app: ClientApp, num_nodes: int, run_config: dict, run_id: int = 1) -> None:
+        self.threads = pin_threads()
         self.client_app = client_app
         self._run = Run.create_empty(run_id=run_id)
         self._run.override_config = dict(run_config)
@@ -41,6 +61,37 @@ class InlineGrid(Grid):
         # Wire bytes of the last message pushed to / replied by each message id.
         self.sent_bytes: dict[str, int] = {}
         self.reply_bytes: dict[str, int] = {}
+
+    @classmethod
+    def for_scenario(cls, scenario, client_app: ClientApp | None = None) -> InlineGrid:
+        """The inline engine's transport for ``scenario`` (fedgc's ClientApp unless another is given),
+        with Flower's task identity set as the ServerApp's (the one place that sets it)."""
+        from flwr.common.constant import SUPERLINK_NODE_ID
+        from flwr.supercore.task_identity import TaskIdentity
+
+        from fedgc.flower.setup import SCENARIO_YAML
+        from fedgc.scenario import dump_scenario
+
+        if client_app is None:
+            from fedgc.flower.client_app import app as client_app
+        grid = cls(client_app, scenario.data.num_clients, {SCENARIO_YAML: dump_scenario(scenario)})
+        TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, grid.run.run_id, SUPERLINK_NODE_ID
+        return grid
+
+    def state_dict(self) -> dict:
+        """The clients' ``Context.state`` (those that hold any) and the message counter."""
+        return {"contexts": {node: context_state(ctx) for node, ctx in self.contexts.items() if len(ctx.state)},
+                "next_message_id": self.next_message_id}
+
+    def load_state_dict(self, state: dict) -> None:
+        unknown = set(state["contexts"]) - set(self.contexts)
+        if unknown:
+            raise ValueError(f"it holds state for node {min(unknown)}, which this scenario does not have")
+        if type(state["next_message_id"]) is not int or state["next_message_id"] < 0:
+            raise TypeError("next_message_id is not a count")
+        for node, saved in state["contexts"].items():
+            restore_context_state(self.contexts[node], saved)
+        self.next_message_id = state["next_message_id"]
 
     def set_run(self, run: Run) -> None:
         self._run = run

@@ -21,10 +21,18 @@ from collections.abc import Iterable
 
 from flwr.app import Message, RecordDict
 from flwr.serverapp import Grid
+from flwr.supercore.run import Run
 
-from fedgc.flower.wrapped_grid import WrappedGrid
+from fedgc.flower.client_state import records_state, state_records
+from fedgc.flower.keys import NO_REPLICA
 
 PARTITION_QUERY = "query.partition"  # message type the ClientApp answers with its partition
+# Checkpoints on Flower's runtimes, where the clients' states live on the nodes: the server asks each
+# node for its Context.state, and on resume hands it back. Not training traffic: never charged to
+# the simulated network or counted in the byte metrics.
+STATE_QUERY = "query.state"
+RESTORE_QUERY = "query.restore"
+STATE_TIMEOUT_S = 120.0
 POLL_INTERVAL_S = 0.05
 
 logger = logging.getLogger(__name__)
@@ -51,8 +59,10 @@ def poll_replies(grid: Grid, message_ids: Iterable[str], deadline: float | None,
     return replies
 
 
-def ask_partitions(grid: Grid, node_ids: list[int], timeout_s: float) -> dict[int, int]:
-    """{node id: partition id} for the nodes that answered the partition query in time."""
+def ask_partitions(grid: Grid, node_ids: list[int], timeout_s: float,
+                   without_replica: set[int] | None = None) -> dict[int, int]:
+    """{node id: partition id} for the nodes that answered the partition query in time; the nodes
+    that announced they hold no downlink replica (``no-replica``) are added to ``without_replica``."""
     messages = [Message(RecordDict(), dst_node_id=node, message_type=PARTITION_QUERY) for node in node_ids]
     ids = list(grid.push_messages(messages))
     answers = {}
@@ -63,14 +73,16 @@ def ask_partitions(grid: Grid, node_ids: list[int], timeout_s: float) -> dict[in
             logger.warning("node %s did not report a partition-id; it is left out", node)
             continue
         answers[node] = int(metrics["partition-id"])
+        if without_replica is not None and metrics.get(NO_REPLICA):
+            without_replica.add(node)
     return answers
 
 
-class PartitionGrid(WrappedGrid):
+class PartitionGrid(Grid):
     """Presents every node of ``inner`` as ``partition-id + 1``; see the module docstring."""
 
-    def __init__(self, inner: Grid, partitions: dict[int, int]) -> None:
-        super().__init__(inner)
+    def __init__(self, inner: Grid, partitions: dict[int, int], without_replica: set[int] = frozenset()) -> None:
+        self.inner = inner
         self.label_of: dict[int, int] = {}
         # Two nodes claiming one partition: the lower node id keeps it (deterministic).
         for node in sorted(partitions):
@@ -80,6 +92,8 @@ class PartitionGrid(WrappedGrid):
                 continue
             self.label_of[node] = label
         self.node_of = {label: node for node, label in self.label_of.items()}
+        # Nodes (by id as presented) that hold no downlink replica: their first download is a reset.
+        self.without_replica = {self.label_of[n] for n in without_replica if n in self.label_of}
 
     @classmethod
     def census(cls, inner: Grid, expected: int, wait_s: float) -> PartitionGrid:
@@ -88,11 +102,12 @@ class PartitionGrid(WrappedGrid):
         deadline = time.monotonic() + wait_s
         partitions: dict[int, int] = {}
         asked: set[int] = set()
+        without_replica: set[int] = set()
         while True:
             new = sorted(set(inner.get_node_ids()) - asked)
             if new:
                 asked.update(new)
-                partitions.update(ask_partitions(inner, new, max(1.0, deadline - time.monotonic())))
+                partitions.update(ask_partitions(inner, new, max(1.0, deadline - time.monotonic()), without_replica))
             valid = {n: p for n, p in partitions.items() if 0 <= p < expected}
             if len(set(valid.values())) >= expected or time.monotonic() >= deadline:
                 break
@@ -102,9 +117,16 @@ class PartitionGrid(WrappedGrid):
                            partitions[node], expected - 1)
         if not valid:
             raise ValueError(f"no node reported a partition-id in 0..{expected - 1} within {wait_s:.0f} s")
-        return cls(inner, valid)
+        return cls(inner, valid, without_replica)
 
     # Delegation with translated ids -----------------------------------------------------------
+    def set_run(self, run: Run) -> None:
+        self.inner.set_run(run)
+
+    @property
+    def run(self) -> Run:
+        return self.inner.run
+
     def create_message(self, content, message_type, dst_node_id, group_id, ttl=None) -> Message:
         return self.inner.create_message(content, message_type, self.node_of[dst_node_id], group_id, ttl)
 
@@ -131,3 +153,33 @@ class PartitionGrid(WrappedGrid):
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
         ids = list(self.push_messages(messages))
         return poll_replies(self, ids, None if timeout is None else time.monotonic() + timeout)
+
+    # The nodes' states (checkpoints) -------------------------------------------------------------
+    def _ask_each(self, message_type: str, contents: dict[int, RecordDict]) -> dict[int, Message]:
+        """One message per node (by label); the replies without an error, by label."""
+        ids = list(self.push_messages([Message(content, dst_node_id=label, message_type=message_type)
+                                        for label, content in contents.items()]))
+        replies = poll_replies(self, ids, time.monotonic() + STATE_TIMEOUT_S)
+        return {r.metadata.src_node_id: r for r in replies if not r.has_error()}
+
+    def state_dict(self) -> dict:
+        """Every connected node's ``Context.state`` (those that hold any), asked from the nodes."""
+        labels = self.get_node_ids()
+        replies = self._ask_each(STATE_QUERY, {label: RecordDict() for label in labels})
+        missing = sorted(set(labels) - set(replies))
+        if missing:
+            raise RuntimeError(f"node {missing[0]} did not report its state for the checkpoint")
+        return {"contexts": {label: records_state(replies[label].content) for label in labels
+                             if len(replies[label].content)}}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Hand each node the state it had at the checkpoint (nodes with none start empty)."""
+        saved = state["contexts"]
+        unknown = set(saved) - set(self.label_of.values())
+        if unknown:
+            raise ValueError(f"it holds state for node {min(unknown)}, which this scenario does not have")
+        labels = self.get_node_ids()
+        contents = {label: state_records(saved[label]) if label in saved else RecordDict() for label in labels}
+        missing = sorted(set(labels) - set(self._ask_each(RESTORE_QUERY, contents)))
+        if missing:
+            raise ValueError(f"node {missing[0]} did not take its state back")

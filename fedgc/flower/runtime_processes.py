@@ -7,6 +7,11 @@ Flower 1.41 facts this relies on (read from the installed sources and ``--help``
   In its default ``subprocess`` isolation it spawns ``flower-superexec``, found on ``PATH``.
 - ``flower-supernode`` connects to ``--superlink HOST:PORT`` and serves its own Runtime HTTP API on
   ``--port`` (default 9094; one free port per SuperNode on a shared machine).
+- The SuperLink's SuperExec starts ``flwr-simulation``, which starts Ray (GCS, raylet, dashboard,
+  workers): all of them stay in the SuperLink's session and inherit its environment, and some survive a
+  SIGTERM to their group. So stopping means: SIGTERM to every process of the session, wait, SIGKILL the
+  rest, until none is left (``ManagedProcess.stop``); and the engine also ends every process that
+  carries its ``RUNTIME_TOKEN`` in its environment, in case one started a session of its own.
 - ``flwr run APP CONNECTION`` reads the SuperLink connection ``CONNECTION`` from
   ``$FLWR_HOME/config.toml`` (``[superlink.NAME] address, insecure``), builds the app's FAB and submits
   it. A legacy ``[tool.flwr.federations]`` table in the app's pyproject.toml is *rewritten* by it
@@ -17,13 +22,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
+
+RUNTIME_TOKEN = "FEDGC_RUNTIME_TOKEN"  # set in flower_env's environment, inherited by every process it starts
 
 
 def free_port() -> int:
@@ -40,7 +48,75 @@ def flower_env(flwr_home: Path) -> dict[str, str]:
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env["FLWR_DISABLE_UPDATE_CHECK"] = "1"
     env["FLWR_TELEMETRY_ENABLED"] = "0"
+    env[RUNTIME_TOKEN] = uuid.uuid4().hex
     return env
+
+
+def _proc_stat(pid: str) -> tuple[int, str] | None:
+    """(session id, state) of a live process from /proc, None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[3]), fields[0].decode()
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _live_pids(match: Callable[[str, int], bool]) -> list[int]:
+    """Processes (not zombies, not this one) for which ``match(pid, session)`` holds."""
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()):
+        stat = _proc_stat(pid)
+        if stat is not None and stat[1] not in ("Z", "X") and match(pid, stat[0]):
+            found.append(int(pid))
+    return found
+
+
+def session_members(sid: int) -> list[int]:
+    return _live_pids(lambda pid, session: session == sid)
+
+
+def token_holders(token: str) -> list[int]:
+    """Processes whose environment holds ``RUNTIME_TOKEN=token`` (this user's; others' are unreadable)."""
+    needle = f"{RUNTIME_TOKEN}={token}".encode() + b"\0"
+
+    def holds(pid: str, session: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                return needle in f.read()
+        except OSError:
+            return False
+
+    return _live_pids(holds)
+
+
+def terminate(find: Callable[[], list[int]], grace_s: float = 10.0, quiet_s: float = 1.0) -> list[int]:
+    """SIGTERM every process ``find()`` returns (again for any that appear meanwhile), SIGKILL what is
+    left after ``grace_s``, and wait until ``find()`` is empty (at most 10 s more) and stays empty for
+    ``quiet_s``: a process that was forking when its parent died (Ray's workers) shows up a moment
+    later and must be ended too. Returns survivors."""
+    def signal_all(sig: int) -> list[int]:
+        pids = find()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        return pids
+
+    def quiet() -> bool:
+        until = time.monotonic() + quiet_s
+        while time.monotonic() < until:
+            if find():
+                return False
+            time.sleep(0.1)
+        return True
+
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if not signal_all(sig) and quiet():
+                return []
+            time.sleep(0.1)
+    return find()
 
 
 def write_connection(flwr_home: Path, name: str, address: str) -> None:
@@ -70,16 +146,21 @@ class ManagedProcess:
         return self.process.poll() is None
 
     def stop(self, grace_s: float = 10.0) -> None:
-        """SIGTERM to the group (the SuperLink stops its SuperExec on SIGTERM), SIGKILL after ``grace_s``."""
-        if self.running():
+        """Stop every process of its session (what it started, Ray included, unless they left the
+        session): SIGTERM, SIGKILL after ``grace_s``, and wait until none is left."""
+        sid = self.process.pid  # start_new_session: the process leads its own session
+        if os.path.isdir("/proc"):
+            terminate(lambda: session_members(sid), grace_s)
+        elif self.running():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(sid, signal.SIGTERM)
             try:
-                os.killpg(self.process.pid, signal.SIGTERM)
                 self.process.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-            except ProcessLookupError:
-                pass
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(sid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
         self._log.close()
 
     def log_tail(self, lines: int = 20) -> str:
@@ -143,18 +224,19 @@ def flwr_run(app_dir: Path, connection: str, run_config: Path, env: dict[str, st
                               check=False)
 
 
-def started_run_id(log_path: Path) -> int | None:
-    """The run id ``flwr run`` printed ("Successfully started run N"), if it got that far."""
-    text = log_path.read_text(errors="replace") if log_path.exists() else ""
-    match = re.search(r"Successfully started run (\d+)", text)
-    return int(match.group(1)) if match else None
-
-
-def flwr_stop(run_id: int, connection: str, env: dict[str, str], log_path: Path) -> None:
-    """``flwr stop RUN_ID CONNECTION`` (best effort): the runtime ends the run's apps (and Ray)."""
-    with open(log_path, "ab") as log, contextlib.suppress(subprocess.TimeoutExpired):
-        subprocess.run([script("flwr"), "stop", str(run_id), connection], stdout=log, stderr=subprocess.STDOUT,
-                       env=env, timeout=60, check=False)
+@contextlib.contextmanager
+def signals_ignored():
+    """SIGINT and SIGTERM are ignored meanwhile (a second Ctrl-C must not cut the clean-up short)."""
+    try:
+        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @contextlib.contextmanager

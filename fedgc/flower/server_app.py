@@ -1,7 +1,10 @@
-"""fedgc's Flower ServerApp: the same server logic on every engine (inline, simulation, deployment).
+"""fedgc's Flower ServerApp: ``main(grid, context)`` drives fedgc's round loop (``fedgc.flower.loop``)
+on Flower's runtimes, the simulation runtime and real SuperNodes alike.
 
-On Flower's runtimes the nodes are first asked which data partition they hold
-(``fedgc.flower.partition_grid``), so node ids, selection and metrics match the inline engine's.
+The nodes are first asked which data partition they hold (``fedgc.flower.partition_grid``), so node
+ids, selection and metrics match the inline engine's. The runtime decides the exchange: Flower's
+simulation runtime (an ``InMemoryGrid``) has virtual nodes, replayed on the simulated network; any
+other grid reaches real SuperNodes, whose traffic and times are measured.
 """
 
 from __future__ import annotations
@@ -10,9 +13,11 @@ from pathlib import Path
 
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
+from flwr.superlink.grid.inmemory_grid import InMemoryGrid
 
+from fedgc.flower.checkpoint import CHECKPOINT
+from fedgc.flower.loop import run_rounds
 from fedgc.flower.partition_grid import PartitionGrid
-from fedgc.flower.server import run_server
 from fedgc.flower.setup import NODE_WAIT_S, OUT_DIR, QUIET, scenario_from_run_config
 
 app = ServerApp()
@@ -25,4 +30,8 @@ def main(grid: Grid, context: Context) -> None:
     out_dir = Path(str(out)) if out else None
     wait_s = float(context.run_config.get(NODE_WAIT_S, 120.0))
     partitioned = PartitionGrid.census(grid, expected=scenario.data.num_clients, wait_s=wait_s)
-    run_server(partitioned, scenario, out_dir, quiet=bool(context.run_config.get(QUIET, False)))
+    # A run folder is new or empty when a run starts (fedgc.run_folder), so a checkpoint in it means
+    # `--resume`: the engine checked it against the scenario before starting the runtime.
+    resume = out_dir is not None and (out_dir / CHECKPOINT).is_file()
+    run_rounds(partitioned, scenario, out_dir, measured=not isinstance(grid, InMemoryGrid),
+               quiet=bool(context.run_config.get(QUIET, False)), resume=resume)

@@ -1,15 +1,13 @@
-"""What both apps derive from the run config: the scenario, the data and the model (no state)."""
+"""The run-config keys both apps read, and the scenario they name (no state; the parts derived from
+the scenario are in ``fedgc.run.parts``)."""
 
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 
-import yaml
-
-from fedgc.data import FederatedData, load_federated
 from fedgc.scenario import Scenario, load_scenario, validate
+from fedgc.yaml12 import load as yaml12_load
 
 # Run-config keys; every one has a default in pyproject's [tool.flwr.app.config], since `flwr run`
 # only accepts overrides of declared keys (an empty string means "not set").
@@ -38,16 +36,4 @@ def _scenario_path(path: str) -> Path:
 
 @functools.lru_cache(maxsize=8)
 def _scenario_from_text(text: str) -> Scenario:
-    return validate(yaml.safe_load(text))
-
-
-@functools.lru_cache(maxsize=4)
-def _federated_data(data_json: str, seed: int) -> FederatedData:
-    from fedgc.data.config import DataConfig
-
-    return load_federated(DataConfig.model_validate_json(data_json), seed)
-
-
-def federated_data(scenario: Scenario) -> FederatedData:
-    """The partitioned dataset, loaded once per process (every client of a run shares it)."""
-    return _federated_data(json.dumps(scenario.data.model_dump(mode="json"), sort_keys=True), scenario.seed)
+    return validate(yaml12_load(text))

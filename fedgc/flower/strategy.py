@@ -1,7 +1,8 @@
-"""fedgc's Flower strategy: FedAvg's loop, with seeded selection among online clients, per-client
-acknowledgements of applied updates, validated sparse decoding, weighted scatter-add aggregation and a
-server optimizer. Like Flower's ``FedAvgM`` it changes only what it must: ``configure_train`` and
-``aggregate_train``.
+"""fedgc's Flower strategy: seeded selection among online clients, per-client acknowledgements of
+applied updates, validated sparse decoding, weighted scatter-add (or robust) aggregation and a server
+optimizer. fedgc's round loop (``fedgc.flower.loop``) calls ``configure`` and ``aggregate``; Flower's
+``configure_train`` / ``aggregate_train`` wrap them, so the strategy also runs under Flower's own
+``Strategy.start``. It keeps no per-round results for others to read: ``aggregate`` returns them.
 """
 
 from __future__ import annotations
@@ -17,24 +18,38 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
-from fedgc.compress.base import Payload, decompress
-from fedgc.flower.aggregate import aggregate_payloads
+from fedgc.compress.aggregate import aggregate_payloads, capped_shares, coordinate_wise, norm_bounds
+from fedgc.compress.base import Payload
+from fedgc.flower import keys
 from fedgc.flower.codec import CodecError, decode_update
+from fedgc.flower.validate import check_consistency, check_metrics, check_reply_to, elements, update_norm
 from fedgc.server_optim import ServerOptimizer
+
+# The robust defaults (norm bound, weight cap) judge an update against the round's others: they act
+# from this many valid updates on. With two there is no majority to tell which one is the outlier.
+ROBUST_MIN_UPDATES = 3
 
 
 @dataclass
 class AggregationStats:
-    """What ``aggregate_train`` did in the last round (read by the server's recorder)."""
+    """What ``aggregate`` did with one attempt's replies."""
 
     received: int = 0
     applied_nodes: list[int] = field(default_factory=list)
     rejected: Counter = field(default_factory=Counter)
     train_loss: float | None = None
     achieved_density: float | None = None
-    skipped: bool = False
-    retrying: bool = False  # skipped, and the same round runs again
-    attempt: int = 0  # 0: the round's first attempt; k: its k-th retry
+    clipped_nodes: list[int] = field(default_factory=list)  # norm bounded (adaptive or absolute)
+    capped_nodes: list[int] = field(default_factory=list)  # weight share capped
+    skipped: bool = False  # too few valid updates: nothing applied
+
+
+@dataclass
+class AggregationReport:
+    """``weights``: the new global model, or None when the attempt applied nothing."""
+
+    stats: AggregationStats
+    weights: dict[str, torch.Tensor] | None = None
 
 
 @dataclass
@@ -45,7 +60,7 @@ class ClientUpdate:
     num_examples: int
     payloads: dict[str, Payload]
     metrics: MetricRecord
-    scale: float = 1.0  # < 1 when the server bounded this update's norm
+    norm: float = 0.0  # L2 norm of the decoded update
 
 
 class Diverged(RuntimeError):
@@ -70,8 +85,10 @@ class SelectionPolicy:
 class FedgcStrategy(FedAvg):
     def __init__(self, *, shapes: dict[str, tuple[int, ...]], policy: SelectionPolicy, total_nodes: int,
                  optimizer: ServerOptimizer, rng: np.random.Generator, density_for_round,
-                 max_num_examples: int = 10_000_000, max_update_bytes: int | None = None,
-                 clip_update_norm: float | None = None) -> None:
+                 max_num_examples: int = 10_000_000,
+                 clip_update_norm: float | None = None, norm_bound_factor: float | None = 5.0,
+                 max_weight_share: float = 0.5, aggregation: str = "mean", trim_fraction: float = 0.1,
+                 client_config: ConfigRecord | None = None) -> None:
         super().__init__(fraction_train=policy.fraction, fraction_evaluate=0.0, min_train_nodes=1,
                          min_available_nodes=1)
         self.shapes = shapes
@@ -83,81 +100,128 @@ class FedgcStrategy(FedAvg):
         self.max_num_examples = max_num_examples
         dense_bytes = 4 * sum(int(np.prod(shape)) for shape in shapes.values())
         # A well-formed update is never larger than dense fp32 plus its index blocks.
-        self.max_update_bytes = max_update_bytes or 2 * dense_bytes + 1_000_000
+        self.max_update_bytes = 2 * dense_bytes + 1_000_000
         self.clip_update_norm = clip_update_norm
-        self._selected: set[int] = set()
-        self.applied_since_last_message: dict[int, list[int]] = defaultdict(list)
-        self.last_stats = AggregationStats()
+        self.norm_bound_factor = norm_bound_factor
+        self.max_weight_share = max_weight_share
+        self.aggregation, self.trim_fraction = aggregation, trim_fraction  # mean | trimmed_mean | median
+        # The client-config record every training message carries (keys.CLIENT_CONFIG; None: none).
+        self.client_config = client_config
+        # The attempt in progress: the message sent to each selected node (the transport writes its id
+        # into it when it pushes it) and the global model it carried, for validating the replies.
+        self._sent: dict[int, Message] = {}
         self._weights: dict[str, torch.Tensor] = {}
-        self.final_weights: dict[str, torch.Tensor] = {}
-        # Server round = Flower's loop round + offset: rounds done before this process started (a
-        # resumed run), minus the loop rounds spent on retries.
-        self.round_offset = 0
-        self.current_round = 0
-        self.attempt = 0  # retries of the current round so far
+        self.applied_since_last_message: dict[int, list[int]] = defaultdict(list)
+
+    def state_dict(self) -> dict:
+        """The selection generator and which applied rounds each node has not been told of yet."""
+        return {"rng": self.rng.bit_generator.state,
+                "applied_since_last_message": {n: list(r) for n, r in self.applied_since_last_message.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.applied_since_last_message.clear()
+        self.applied_since_last_message.update({n: list(r) for n, r in state["applied_since_last_message"].items()})
 
     def summary(self) -> None:
         return None
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
-        server_round += self.round_offset
-        self.current_round = server_round
+        return self.configure(server_round, arrays, sorted(grid.get_node_ids()), config)
+
+    def configure(self, server_round: int, arrays: ArrayRecord, online: list[int],
+                  config: ConfigRecord | None = None) -> list[Message]:
+        """Select among the ``online`` nodes (seeded) and build one training message for each."""
+        config = config if config is not None else ConfigRecord()
         self._weights = {k: v.to(torch.float32) for k, v in arrays.to_torch_state_dict().items()}
-        online = sorted(grid.get_node_ids())
         count = min(len(online), self.policy.to_select(self.total_nodes))
         selected = sorted(int(n) for n in self.rng.choice(online, size=count, replace=False)) if count else []
-        self._selected = set(selected)
+        self._sent = {}
         messages = []
         for node in selected:
             node_config = ConfigRecord(dict(config))
-            node_config["server-round"] = server_round
-            node_config["density"] = float(self.density_for_round(server_round))
-            node_config["num-clients"] = self.policy.wanted(self.total_nodes)
-            node_config["applied-rounds"] = list(self.applied_since_last_message.pop(node, []))
+            node_config[keys.SERVER_ROUND] = server_round
+            node_config[keys.DENSITY] = float(self.density_for_round(server_round))
+            node_config[keys.NUM_CLIENTS] = self.policy.wanted(self.total_nodes)
+            node_config[keys.APPLIED_ROUNDS] = list(self.applied_since_last_message.pop(node, []))
             content = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: node_config})
-            messages.append(Message(content=content, message_type=MessageType.TRAIN, dst_node_id=node))
+            if self.client_config is not None:
+                content[keys.CLIENT_CONFIG] = self.client_config
+            message = Message(content=content, message_type=MessageType.TRAIN, dst_node_id=node)
+            self._sent[node] = message  # the grid writes its message id into it when it pushes it
+            messages.append(message)
         return messages
 
-    def _check_metrics(self, metrics: MetricRecord | None) -> int:
-        if metrics is None:
-            raise CodecError("missing-metrics", "reply has no 'metrics' record")
-        n = metrics.get("num-examples")
-        if not isinstance(n, (int, float)) or isinstance(n, bool) or not math.isfinite(n):
-            raise CodecError("bad-num-examples", "num-examples missing or not a number")
-        if not 0 < n <= self.max_num_examples:
-            raise CodecError("bad-num-examples", f"num-examples={n} outside (0, {self.max_num_examples}]")
-        for key in ("train-loss", "elements-sent", "elements-total"):
-            value = metrics.get(key, 0.0)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-                raise CodecError("bad-metrics", f"{key} is not a finite number")
-        return int(n)
-
-    def _validate(self, reply: Message, selected: set[int], seen: set[int]) -> ClientUpdate:
+    def _validate(self, reply: Message, seen: set[int]) -> ClientUpdate:
         """Decode one reply or raise ``CodecError``; nothing here touches the model."""
         node = reply.metadata.src_node_id
-        if node not in selected:
+        if node not in self._sent:
             raise CodecError("unexpected-sender", f"node {node} was not selected this round")
+        check_reply_to(reply, self._sent[node])
         if node in seen:
             raise CodecError("duplicate-reply", f"node {node} replied twice")
-        metrics = reply.content.metric_records.get("metrics")
-        n = self._check_metrics(metrics)
-        update = reply.content.array_records.get("update")
+        metrics = reply.content.metric_records.get(keys.METRICS)
+        n = check_metrics(metrics, self.max_num_examples)
+        update = reply.content.array_records.get(keys.UPDATE)
         if update is None:
-            raise CodecError("missing-update", "reply has no 'update' record")
+            raise CodecError("missing-update", f"reply has no {keys.UPDATE!r} record")
         if update.count_bytes() > self.max_update_bytes:
             raise CodecError("too-large", f"update holds {update.count_bytes()} bytes > {self.max_update_bytes}")
         payloads = decode_update(update, self.shapes)
-        scale = 1.0
+        check_consistency(metrics, payloads)
+        return ClientUpdate(node, n, payloads, metrics, update_norm(payloads))
+
+    def _robust_weights(self, accepted: list[ClientUpdate], stats: AggregationStats) -> tuple[list[float], list[float]]:
+        """Each update's share (FedAvg's, capped at ``max_weight_share``) and norm factor (≤ 1)."""
+        shares = [u.num_examples / sum(u.num_examples for u in accepted) for u in accepted]
+        scales = [1.0] * len(accepted)
+        if len(accepted) >= ROBUST_MIN_UPDATES:
+            if self.max_weight_share < 1.0:
+                shares, capped = capped_shares([u.num_examples for u in accepted], self.max_weight_share)
+                stats.capped_nodes = sorted(accepted[i].node for i in capped)
+            if self.norm_bound_factor is not None:
+                scales, _ = norm_bounds([u.norm for u in accepted], self.norm_bound_factor)
         if self.clip_update_norm is not None:
-            norm = math.sqrt(sum(float(decompress(p).double().pow(2).sum()) for p in payloads.values()))
-            scale = min(1.0, self.clip_update_norm / norm) if norm > 0 else 1.0
-        return ClientUpdate(node, n, payloads, metrics, scale)
+            scales = [min(s, self.clip_update_norm / u.norm) if u.norm > 0 else s for s, u in zip(scales, accepted)]
+        stats.clipped_nodes = sorted(u.node for s, u in zip(scales, accepted) if s < 1.0)
+        return shares, scales
+
+    def _aggregate(self, accepted: list[ClientUpdate], stats: AggregationStats) -> dict[str, torch.Tensor]:
+        """The weighted delta. An update that cannot be aggregated (it passed validation, so this is a
+        defect, not a malformed reply) is rejected as ``internal-error:<type>`` and the rest re-aggregated."""
+        while True:
+            shares, scales = self._robust_weights(accepted, stats)
+            try:
+                if self.aggregation != "mean" and len(accepted) >= ROBUST_MIN_UPDATES:
+                    stats.capped_nodes = []  # unweighted: no share to cap
+                    return coordinate_wise([u.payloads for u in accepted], self.shapes, scales, self.aggregation,
+                                           self.trim_fraction)
+                return aggregate_payloads([(w, u.payloads) for w, u in zip(shares, accepted)], self.shapes, scales)
+            except Exception as err:  # find the update(s) at fault: each alone
+                faults = {id(u): _fails_alone(u, self.shapes) for u in accepted}
+                if not any(faults.values()):  # none fails alone: the round's aggregate is at fault
+                    faults = {id(u): type(err).__name__ for u in accepted}
+                for u in accepted:
+                    if faults[id(u)]:
+                        stats.rejected[f"internal-error:{faults[id(u)]}"] += 1
+                accepted[:] = [u for u in accepted if not faults[id(u)]]
+                if not accepted:
+                    raise
 
     def aggregate_train(self, server_round: int,
                         replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        server_round += self.round_offset
-        stats = AggregationStats(attempt=self.attempt)
+        report = self.aggregate(server_round, replies)
+        if report.weights is None:
+            return None, None
+        record = ArrayRecord({k: v.contiguous() for k, v in report.weights.items()})
+        return record, MetricRecord({"train-loss": report.stats.train_loss or 0.0,
+                                     "applied": len(report.stats.applied_nodes)})
+
+    def aggregate(self, server_round: int, replies: Iterable[Message]) -> AggregationReport:
+        """Validate, aggregate and apply the replies of one attempt; ``Diverged`` if the model would
+        become non-finite. Too few valid updates: nothing applied (the loop decides about a retry)."""
+        stats = AggregationStats()
         accepted: list[ClientUpdate] = []
         seen: set[int] = set()
         for reply in replies:
@@ -165,36 +229,42 @@ class FedgcStrategy(FedAvg):
                 continue
             stats.received += 1
             try:
-                update = self._validate(reply, self._selected, seen)
+                update = self._validate(reply, seen)
             except CodecError as err:
                 stats.rejected[err.reason] += 1
                 continue
+            except Exception as err:  # noqa: BLE001 — the reply boundary is total: any reply is only rejected
+                stats.rejected[f"internal-error:{type(err).__name__}"] += 1
+                continue
             seen.add(update.node)
             accepted.append(update)
-        self.last_stats = stats
-        if len(accepted) < self.policy.min_clients:
+        if len(accepted) >= self.policy.min_clients:
+            try:
+                delta = self._aggregate(accepted, stats)
+            except Exception:  # noqa: BLE001 — every update failed alone: the round has none
+                delta = None
+        if len(accepted) < self.policy.min_clients or delta is None:
             stats.skipped = True
-            if self.attempt < self.policy.retries:
-                stats.retrying = True
-                self.attempt += 1
-                self.round_offset -= 1  # the next loop round runs this server round again
-            else:
-                self.attempt = 0
-            return None, None
-        self.attempt = 0
-        total = sum(u.num_examples for u in accepted)
-        delta = aggregate_payloads([(u.num_examples / total * u.scale, u.payloads) for u in accepted], self.shapes)
+            return AggregationReport(stats)
         new_weights = self.optimizer.step(self._weights, delta)
         bad = [name for name, w in new_weights.items() if not torch.isfinite(w).all()]
         if bad:
             raise Diverged(f"round {server_round}: the global model became non-finite in {bad[0]}")
-        self.final_weights = new_weights
         for u in accepted:
             self.applied_since_last_message[u.node].append(server_round)
         stats.applied_nodes = [u.node for u in accepted]
-        stats.train_loss = sum(u.num_examples * float(u.metrics.get("train-loss", 0.0)) for u in accepted) / total
-        sent = sum(float(u.metrics.get("elements-sent", 0)) for u in accepted)
-        numel = sum(float(u.metrics.get("elements-total", 0)) for u in accepted)
+        losses = [(u.num_examples, float(u.metrics[keys.TRAIN_LOSS])) for u in accepted if keys.TRAIN_LOSS in u.metrics]
+        examples = sum(n for n, _ in losses)
+        stats.train_loss = sum(n * loss for n, loss in losses) / examples if examples else None
+        sent, numel = (sum(c) for c in zip(*(elements(u.payloads) for u in accepted)))
         stats.achieved_density = sent / numel if numel else None
-        record = ArrayRecord({k: v.contiguous() for k, v in new_weights.items()})
-        return record, MetricRecord({"train-loss": stats.train_loss, "applied": len(accepted)})
+        return AggregationReport(stats, new_weights)
+
+
+def _fails_alone(update: ClientUpdate, shapes: dict[str, tuple[int, ...]]) -> str | None:
+    """The exception type's name if aggregating ``update`` alone raises, else None."""
+    try:
+        aggregate_payloads([(1.0, update.payloads)], shapes)
+    except Exception as err:  # noqa: BLE001
+        return type(err).__name__
+    return None

@@ -136,11 +136,14 @@ def read_interval_file(path: str | Path) -> dict[int, list[tuple[float, float]]]
     try:
         for row in rows:
             start, end = float(row["start_s"]), float(row["end_s"])
-            if not (0 <= start <= end):
+            if not (0 <= start <= end < math.inf):
                 raise ValueError
             intervals.setdefault(int(row["client"]), []).append((start, end))
     except (KeyError, TypeError, ValueError):
-        raise ValueError(f"availability file {path}: expected rows client,start_s,end_s with 0 <= start <= end") from None
+        raise ValueError(f"availability file {path}: expected rows client,start_s,end_s with 0 <= start <= end, finite") from None
     if not intervals:
         raise ValueError(f"availability file {path}: no intervals")
+    if all(end <= start for rows_ in intervals.values() for start, end in rows_):
+        raise ValueError(f"availability file {path}: every interval is empty (end_s == start_s), "
+                         "so no client would ever be online")
     return intervals

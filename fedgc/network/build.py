@@ -34,7 +34,13 @@ def _rates(config: NetworkConfig, n: int, rng: np.random.Generator) -> tuple[np.
 def _devices(config: NetworkConfig, n: int, rng: np.random.Generator) -> list[Device]:
     if config.device_file is not None:
         ms = read_capacity_file(config.resolve(config.device_file))["computation_ms_per_sample"]
-        speeds = 1000.0 / (ms[assign_rows(len(ms), n, rng)] * config.device_file_scale)
+        with np.errstate(over="ignore", divide="ignore"):
+            speeds = 1000.0 / (ms[assign_rows(len(ms), n, rng)] * config.device_file_scale)
+        bad = speeds[~(np.isfinite(speeds) & (speeds > 0))]
+        if bad.size:
+            raise ValueError(f"network.device_file_scale: {config.device_file_scale} x computation_ms_per_sample "
+                             f"of {config.device_file} gives a training speed of {bad[0]} samples/s "
+                             "(must be finite and > 0)")
     elif config.device_tier is not None:
         speeds = tier_speeds(config.device_tier, n, rng)
     else:

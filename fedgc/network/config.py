@@ -1,4 +1,9 @@
-"""The ``network`` section of a scenario (pydantic; unknown keys are errors). Keys: docs/network.md."""
+"""The ``network`` section of a scenario (pydantic; unknown keys are errors). Keys: docs/network.md.
+
+Every number is finite and bounded: rates in [0.001, 1e6] Mbit/s, RTT and jitter at most one minute,
+every duration at most 1e9 s (31 years), over-selection at most 10. A value outside these bounds is
+not a network any run could learn from (docs/reliability.md, "Scenario input").
+"""
 
 from __future__ import annotations
 
@@ -10,24 +15,29 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from fedgc.network.device import DEVICE_TIERS
 from fedgc.network.profiles import PROFILES
 
+MBPS = {"gt": 0.0, "le": 1e6}  # up to 1 Tbit/s; at least MIN_MBPS (checked below, after "> 0")
+MIN_MBPS = 0.001  # 1 kbit/s
+MAX_DELAY_MS = 60_000.0
+MAX_SECONDS = 1e9
+
 LinkKind = Literal["constant", "gilbert_elliott", "trace"]
 
 
 class NetworkConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     # links
     profile: str = Field("lte", description="named link profile: " + ", ".join(PROFILES))
     link: LinkKind = Field("constant", description="link model (fedgc.network.links.LINKS)")
-    up_mbps: float | None = Field(None, gt=0.0, description="override the profile's uplink")
-    down_mbps: float | None = Field(None, gt=0.0, description="override the profile's downlink")
-    rtt_ms: float | None = Field(None, ge=0.0, description="override the profile's round-trip time")
-    jitter_ms: float = Field(0.0, ge=0.0, description="uniform extra one-way delay in [0, jitter] per transfer")
+    up_mbps: float | None = Field(None, **MBPS, description="override the profile's uplink")
+    down_mbps: float | None = Field(None, **MBPS, description="override the profile's downlink")
+    rtt_ms: float | None = Field(None, ge=0.0, le=MAX_DELAY_MS, description="override the profile's round-trip time")
+    jitter_ms: float = Field(0.0, ge=0.0, le=MAX_DELAY_MS, description="uniform extra one-way delay in [0, jitter] per transfer")
     bandwidth_spread: float = Field(0.0, ge=0.0, le=3.0,
                                     description="lognormal sigma of per-client up/down rates around the profile")
     bandwidth_file: str | None = Field(None, description="FedScale-style CSV: per-client dl_kbps/ul_kbps")
-    ge_mean_good_s: float = Field(10.0, gt=0.0, description="Gilbert-Elliott mean time in good (s)")
-    ge_mean_bad_s: float = Field(2.0, gt=0.0, description="Gilbert-Elliott mean time in bad (s)")
+    ge_mean_good_s: float = Field(10.0, gt=0.0, le=MAX_SECONDS, description="Gilbert-Elliott mean time in good (s)")
+    ge_mean_bad_s: float = Field(2.0, gt=0.0, le=MAX_SECONDS, description="Gilbert-Elliott mean time in bad (s)")
     ge_bad_factor: float = Field(0.1, ge=0.0, le=1.0, description="bad-state throughput / good-state throughput")
     ge_good_loss: float = Field(0.0, ge=0.0, lt=1.0, description="packet loss in good (goodput x (1-loss))")
     ge_bad_loss: float = Field(0.05, ge=0.0, le=1.0, description="packet loss in bad")
@@ -38,22 +48,22 @@ class NetworkConfig(BaseModel):
         None, description="throughput column unit (default: Mbit/s pensieve, MByte/s lumos)")
     trace_dir: str | None = Field(None, description="directory relative trace/availability/capacity paths start from")
     trace_random_start: bool = Field(True, description="each client starts its trace at a random point")
-    server_up_mbps: float | None = Field(None, gt=0.0, description="server send capacity, shared by downloads")
-    server_down_mbps: float | None = Field(None, gt=0.0, description="server receive capacity, shared by uploads")
+    server_up_mbps: float | None = Field(None, **MBPS, description="server send capacity, shared by downloads")
+    server_down_mbps: float | None = Field(None, **MBPS, description="server receive capacity, shared by uploads")
     # devices
-    device_samples_per_s: float = Field(500.0, gt=0.0, description="device training speed")
+    device_samples_per_s: float = Field(500.0, ge=0.001, le=1e9, description="device training speed")
     device_tier: str | None = Field(None, description="named speed tier: " + ", ".join([*DEVICE_TIERS, "mixed"]))
     device_file: str | None = Field(None, description="FedScale-style CSV: per-client computation_ms_per_sample")
-    device_file_scale: float = Field(3.0, gt=0.0, description="training cost / the file's per-sample latency")
+    device_file_scale: float = Field(3.0, ge=0.001, le=1000.0, description="training cost / the file's per-sample latency")
     # availability
     availability: Literal["always", "exponential", "trace"] = "always"
-    mean_on_s: float = Field(1800.0, gt=0.0, description="exponential availability: mean online time")
-    mean_off_s: float = Field(600.0, gt=0.0, description="exponential availability: mean offline time")
+    mean_on_s: float = Field(1800.0, gt=0.0, le=MAX_SECONDS, description="exponential availability: mean online time")
+    mean_off_s: float = Field(600.0, gt=0.0, le=MAX_SECONDS, description="exponential availability: mean offline time")
     availability_file: str | None = Field(None, description="CSV client,start_s,end_s of online intervals")
-    availability_period_s: float | None = Field(None, gt=0.0, description="repeat the availability file every ...")
+    availability_period_s: float | None = Field(None, gt=0.0, le=MAX_SECONDS, description="repeat the availability file every ...")
     # rounds
-    deadline_s: float | None = Field(None, gt=0.0, description="round deadline in simulated seconds")
-    over_selection: float = Field(1.0, ge=1.0, description="select ceil(c*K) clients, keep the first K to finish")
+    deadline_s: float | None = Field(None, gt=0.0, le=MAX_SECONDS, description="round deadline in simulated seconds")
+    over_selection: float = Field(1.0, ge=1.0, le=10.0, description="select ceil(c*K) clients, keep the first K to finish")
 
     @field_validator("profile")
     @classmethod
@@ -61,6 +71,13 @@ class NetworkConfig(BaseModel):
         if profile not in PROFILES:
             raise ValueError(f"unknown network profile {profile!r}; known: {', '.join(PROFILES)}")
         return profile
+
+    @field_validator("up_mbps", "down_mbps", "server_up_mbps", "server_down_mbps")
+    @classmethod
+    def _at_least_1_kbps(cls, mbps: float | None) -> float | None:
+        if mbps is not None and mbps < MIN_MBPS:
+            raise ValueError(f"must be at least {MIN_MBPS} Mbit/s (1 kbit/s), got {mbps}")
+        return mbps
 
     @field_validator("device_tier")
     @classmethod

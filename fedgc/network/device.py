@@ -27,10 +27,6 @@ class Device:
         if not self.samples_per_s > 0:
             raise ValueError("device samples_per_s must be > 0")
 
-    @classmethod
-    def from_ms_per_sample(cls, ms_per_sample: float) -> Device:
-        return cls(1000.0 / ms_per_sample)
-
     def compute_time(self, samples: int) -> float:
         return samples / self.samples_per_s
 
@@ -55,8 +51,8 @@ def read_capacity_file(path: str | Path) -> dict[str, np.ndarray]:
         columns = {name: np.array([float(row[name]) for row in rows]) for name in CAPACITY_COLUMNS}
     except (KeyError, TypeError, ValueError):
         raise ValueError(f"capacity file {path}: expected numeric columns {', '.join(CAPACITY_COLUMNS)}") from None
-    if not rows or any(not np.all(col > 0) for col in columns.values()):
-        raise ValueError(f"capacity file {path}: needs at least one row and all values > 0")
+    if not rows or any(not np.all((col > 0) & np.isfinite(col)) for col in columns.values()):
+        raise ValueError(f"capacity file {path}: needs at least one row and all values finite and > 0")
     return columns
 
 

@@ -7,9 +7,11 @@ bandwidth (max–min fair, :mod:`fedgc.network.fairshare`) and the availability 
 clock is advanced to the round's end in one step. No simpy event per client: this is what keeps a
 100,000-client round cheap (see bench/network.py).
 
-Statuses: ``completed`` (kept update), ``late`` (still running when the round closed: past the
-deadline or not among the first ``keep_first`` arrivals), ``cut`` (offline at the start or went offline
-during its download, compute or upload before the round closed; the transfer is cut at that moment).
+Statuses: ``completed`` (kept update), ``late`` (still running when the round closed at the deadline,
+or when every other client had delivered or dropped out), ``discarded`` (still running when the round
+closed because the first ``keep_first`` updates were in: over-selection dropped it on purpose),
+``cut`` (offline at the start or went offline during its download, compute or upload before the round
+closed; the transfer is cut at that moment).
 The round ends when the ``keep_first``-th kept update arrives; otherwise when every client has
 delivered or dropped out; never after the deadline.
 """
@@ -28,7 +30,7 @@ from fedgc.network.device import Device
 from fedgc.network.fairshare import fair_share
 from fedgc.network.links.base import Link
 
-Status = Literal["completed", "late", "cut"]
+Status = Literal["completed", "late", "discarded", "cut"]
 
 
 @dataclass
@@ -79,6 +81,20 @@ class NetworkModel:
         self.clients = clients
         self.server_up_bps = server_up_bps
         self.server_down_bps = server_down_bps
+
+    def state_dict(self) -> dict:
+        """The clock's time and every client's link, device and availability (their sample paths and
+        generators); simpy's Environment itself is not state, only its time is."""
+        return {"now": float(self.env.now), "clients": self.clients}
+
+    def load_state_dict(self, state: dict) -> None:
+        clients, now = state["clients"], state["now"]
+        if not isinstance(clients, dict) or set(clients) != set(self.clients) or type(now) not in (int, float):
+            raise ValueError("the saved network does not fit this scenario's clients")
+        if not all(isinstance(c, ClientNetwork) for c in clients.values()):
+            raise TypeError("the saved network holds something that is not a client network")
+        self.clients = clients
+        self.env = simpy.Environment(initial_time=now)
 
     def online_nodes(self, node_ids: list[int]) -> list[int]:
         """The given nodes that are online at ``env.now`` (unknown ids are not)."""
@@ -173,6 +189,8 @@ class NetworkModel:
         ups = np.asarray(up)
         order = np.argsort(ups, kind="stable")[:wanted]
         kept = order[(ups[order] <= limit) & np.isfinite(ups[order])]
+        # Closed on the K-th arrival with clients still running: those are discarded, not late.
+        not_waited_for = "discarded" if len(kept) == wanted < n else "late"
         if len(kept) == wanted:
             end = float(ups[kept[-1]])
         else:  # every client delivered or dropped out, capped by the deadline
@@ -195,7 +213,7 @@ class NetworkModel:
                 timing.downloaded = d if d <= end else None
                 timing.computed = c if c <= end else None
                 cut = up[i] == math.inf and off[i] <= end
-                timing.status = "cut" if cut else "late"
+                timing.status = "cut" if cut else not_waited_for
             timings.append(timing)
         if end > env.now:
             env.run(until=end)

@@ -4,7 +4,7 @@ Formats (see docs/network.md):
 
 * ``mahimahi`` — one integer per line, a millisecond timestamp; each line is one opportunity to
   deliver a 1500-byte packet. The trace loops with period = the last timestamp (as ``mm-link``).
-  Opportunities are binned per millisecond (a fluid model at 1 ms granularity).
+  Opportunities are binned per millisecond (a fluid model at 1 ms granularity), stored as runs.
 * ``pensieve`` — ``t_seconds throughput`` per line (FCC / Norway HSDPA "cooked" traces). Pensieve's
   convention: sample i's throughput holds over ``(t[i-1], t[i]]``; period = last - first time.
 * ``lumos`` — ``t_seconds throughput`` per line where sample i holds over ``[t[i], t[i+1])`` and the
@@ -24,6 +24,7 @@ TraceFormat = Literal["mahimahi", "pensieve", "lumos"]
 TraceUnit = Literal["Mbit/s", "MByte/s", "kbit/s"]
 
 MAHIMAHI_PACKET_BITS = 1500 * 8
+MAHIMAHI_MAX_MS = 2**53  # larger integers are not exact in a float64
 UNIT_BPS: dict[str, float] = {"Mbit/s": 1e6, "MByte/s": 8e6, "kbit/s": 1e3}
 DEFAULT_UNIT: dict[str, TraceUnit] = {"pensieve": "Mbit/s", "lumos": "MByte/s"}
 
@@ -45,16 +46,28 @@ def _read_numbers(path: Path, columns: int) -> np.ndarray:
 
 
 def read_mahimahi(path: str | Path) -> PeriodicRate:
+    """A mahimahi trace as runs of equal packets-per-millisecond: memory and time grow with the number
+    of lines, not with the time span the timestamps name (a one-line ``1000000000000`` is two segments).
+    The curve is the one a per-millisecond bin array gives, boundary for boundary."""
     path = Path(path)
     stamps = _read_numbers(path, 1)[:, 0]
     if np.any(stamps < 0) or np.any(stamps != np.floor(stamps)):
         raise ValueError(f"trace file {path}: mahimahi timestamps must be non-negative integers (ms)")
+    if np.any(stamps > MAHIMAHI_MAX_MS):
+        raise ValueError(f"trace file {path}: mahimahi timestamps must be at most {MAHIMAHI_MAX_MS} ms")
     period_ms = int(stamps.max())
     if period_ms <= 0:
         raise ValueError(f"trace file {path}: zero duration")
-    counts = np.bincount(stamps.astype(np.int64) % period_ms, minlength=period_ms)
-    times = np.arange(period_ms + 1) * 1e-3
-    return PeriodicRate(times, counts * (MAHIMAHI_PACKET_BITS / 1e-3), str(path))
+    busy, counts = np.unique(stamps.astype(np.int64) % period_ms, return_counts=True)
+    # Segment boundaries: 0, the period, and each busy millisecond's start and end; a segment that
+    # starts on a busy millisecond lasts one millisecond, any other one holds no opportunity.
+    bounds = np.unique(np.concatenate(([0, period_ms], busy, busy + 1)))
+    bounds = bounds[bounds <= period_ms]
+    starts = bounds[:-1]
+    at = np.searchsorted(busy, starts)
+    hit = (at < len(busy)) & (busy[np.minimum(at, len(busy) - 1)] == starts)
+    per_ms = np.where(hit, counts[np.minimum(at, len(busy) - 1)], 0)
+    return PeriodicRate(bounds * 1e-3, per_ms * (MAHIMAHI_PACKET_BITS / 1e-3), str(path))
 
 
 def read_pensieve(path: str | Path, unit: TraceUnit = "Mbit/s") -> PeriodicRate:

@@ -1,8 +1,9 @@
 """Overlays comparing runs (``python -m fedgc.report --out DIR``): accuracy vs simulated time and vs
-uploaded bytes, one line per run."""
+uploaded bytes, one line per run; a group of seeds is its mean line with a ±std band."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,25 @@ class RunSeries:
     label: str
     points: list[AccuracyPoint]
     target_accuracy: float | None = None
+    accuracy_std: list[float] | None = None  # a group of seeds: the band around the mean points
+    runs: int = 1  # how many runs the line stands for
+
+
+def mean_series(label: str, runs: list[list[AccuracyPoint]], target_accuracy: float | None = None) -> RunSeries:
+    """One run as it is; several (seeds): per round evaluated in every run, the mean time, upload and
+    accuracy, and the accuracy's population std for the band."""
+    if len(runs) == 1:
+        return RunSeries(label, runs[0], target_accuracy)
+    by_round = [{p.round: p for p in points} for points in runs]
+    common = sorted(set.intersection(*(set(r) for r in by_round)))
+    points, stds = [], []
+    for number in common:
+        group = [r[number] for r in by_round]
+        accuracy = sum(p.accuracy for p in group) / len(group)
+        points.append(AccuracyPoint(number, sum(p.sim_time_s for p in group) / len(group),
+                                    round(sum(p.uploaded_bytes for p in group) / len(group)), accuracy))
+        stds.append(math.sqrt(sum((p.accuracy - accuracy) ** 2 for p in group) / len(group)))
+    return RunSeries(f"{label} (mean ± std, n={len(runs)})", points, target_accuracy, stds, len(runs))
 
 
 def plot_comparison(runs: list[RunSeries], out_dir: Path) -> list[Path]:
@@ -35,20 +55,31 @@ def plot_comparison(runs: list[RunSeries], out_dir: Path) -> list[Path]:
 
 
 def _overlay(runs: list[RunSeries], x_of, title: str, xlabel: str, path: Path) -> Path:
+    fig = overlay_figure(runs, x_of, title, xlabel)
+    return save(fig, path, legend_outside=any(run.points for run in runs))
+
+
+def overlay_figure(runs: list[RunSeries], x_of, title: str, xlabel: str):
+    """The overlay as a matplotlib figure, not yet saved."""
     width, height = FIGSIZE
-    fig, ax = new_axes(f"{len(runs)} runs: {title}", xlabel, "test accuracy (%)",
+    total = sum(run.runs for run in runs)
+    counted = f"{total} runs" if total == len(runs) else f"{total} runs in {len(runs)} lines"
+    fig, ax = new_axes(f"{counted}: {title}", xlabel, "test accuracy (%)",
                        figsize=(width, height + 0.22 * (len(runs) + 1)))  # the legend sits below the axes
     if not any(run.points for run in runs):
         say_no_data(ax, "no evaluated rounds")
-        return save(fig, path)
+        return fig
     for run in runs:
-        xs = [x_of(p) for p in run.points]
-        ax.plot(xs, [p.accuracy * 100 for p in run.points], marker="o", markersize=marker_size(len(xs)),
-                linewidth=1.4, label=run.label)
+        xs, ys = [x_of(p) for p in run.points], [p.accuracy * 100 for p in run.points]
+        (line,) = ax.plot(xs, ys, marker="o", markersize=marker_size(len(xs)), linewidth=1.4, label=run.label)
+        if run.accuracy_std is not None:
+            ax.fill_between(xs, [y - s * 100 for y, s in zip(ys, run.accuracy_std)],
+                            [y + s * 100 for y, s in zip(ys, run.accuracy_std)], color=line.get_color(),
+                            alpha=0.2, linewidth=0)
     targets = {run.target_accuracy for run in runs if run.target_accuracy is not None}
     if len(targets) == 1:
         target = targets.pop()
         ax.axhline(target * 100, color="0.3", linestyle=":", linewidth=1, label=f"target {target * 100:g}%")
     ax.set_xlim(left=0)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=8, frameon=False)
-    return save(fig, path, legend_outside=True)
+    return fig

@@ -25,7 +25,9 @@ from fedgc.plots.style import (
 RUN_PLOT_FILES = ("accuracy_vs_time.png", "accuracy_vs_upload.png", "round_duration.png",
                   "participation.png", "upload_bytes.png", "upload_time.png")
 
-PARTICIPATION_COLORS = {"completed": "tab:green", "late": "tab:orange", "cut": "tab:red", "failed": "0.35"}
+PARTICIPATION_COLORS = {"completed": "tab:green", "late": "tab:orange", "discarded": "tab:olive", "cut": "tab:red",
+                        "failed": "0.35"}
+OPTIONAL_STATUSES = ("discarded", "failed")  # drawn only in runs where some client was
 
 
 @dataclass(frozen=True)
@@ -140,14 +142,14 @@ def _participation(rows: list[RoundRecord], title: str, path: Path) -> Path:
     bottom = np.zeros(len(rows))
     for status, color in PARTICIPATION_COLORS.items():
         counts = np.array([getattr(r, status) for r in rows], dtype=float)
-        if status == "failed" and not counts.any():
-            continue  # only shown when a client actually failed
+        if status in OPTIONAL_STATUSES and not counts.any():
+            continue  # only shown when over-selection discarded a client / a client actually failed
         ax.bar(rounds, counts, bottom=bottom, width=0.8, color=color, label=status, linewidth=0)
         bottom += counts
     integer_ticks(ax.xaxis)
     integer_ticks(ax.yaxis)
     headroom(ax, bottom.max(), factor=1.25)
-    ax.legend(loc="upper center", ncol=4, fontsize=8)
+    ax.legend(loc="upper center", ncol=5, fontsize=8)
     return save(fig, path)
 
 

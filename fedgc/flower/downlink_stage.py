@@ -1,9 +1,8 @@
-"""Server half of downlink compression (``fedgc.compress.downlink``): a ``Grid`` wrapper that turns
-each training message's dense global model into a compressed difference to that client's replica.
-
-It sits under ``NetworkGrid`` (which charges the compressed message's wire size to the link) and
-over the transport; the client half is ``fedgc.flower.downlink_mod``. The strategy is unchanged: it
-still hands every node the global model.
+"""Server half of downlink compression (``fedgc.compress.downlink``): a stage of the round loop that
+turns each training message's dense global model into a compressed difference to that client's
+replica, before the exchange (which charges the compressed message's wire size to the link), and
+confirms the replicas from the replies after it. The client half is ``fedgc.flower.downlink_mod``.
+The strategy is unchanged: it still hands every node the global model.
 
 A node's replica is *confirmed* when its reply to the download arrives (any reply without an error:
 the client applied the download before training). A node whose reply carried an error, or that never
@@ -14,17 +13,16 @@ which every client builds from the scenario's seed, so the first download is alr
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
+from flwr.app import ConfigRecord, Message, RecordDict
+from flwr.serverapp import Grid
 
 from fedgc.compress.downlink import DownlinkConfig, Weights, as_replica, make_download, model_digest
+from fedgc.flower import keys
 from fedgc.flower.codec import encode_update
-from fedgc.flower.partition_grid import poll_replies
-from fedgc.flower.wrapped_grid import WrappedGrid
+from fedgc.run.parts import client_seed
 
 DELTA_KEY = "model-delta"  # the compressed difference, in place of the "arrays" record
 BASE_DIGEST = "downlink-base"  # digest of the replica the difference applies to
@@ -34,7 +32,7 @@ RESET = "downlink-reset"  # True: "arrays" is the whole model; adopt it as the r
 
 @dataclass
 class DownlinkRound:
-    """What the last round's downloads carried (read by the server's recorder)."""
+    """What one round's downloads carried."""
 
     compressed: int = 0
     resets: int = 0
@@ -53,9 +51,8 @@ class _InFlight:
     digest: str
 
 
-class DownlinkGrid(WrappedGrid):
-    def __init__(self, inner, config: DownlinkConfig, initial: Weights, seed: int) -> None:
-        super().__init__(inner)
+class DownlinkStage:
+    def __init__(self, config: DownlinkConfig, initial: Weights, seed: int) -> None:
         self.config = config
         self.compressor = config.compressor()
         self.seed = seed
@@ -64,25 +61,26 @@ class DownlinkGrid(WrappedGrid):
         self.replicas: dict[int, tuple[Weights, str]] = {}  # confirmed (replica, digest); absent: initial
         self.unsure: set[int] = set()  # nodes whose replica is not known: their next download is a reset
         self.in_flight: dict[str, _InFlight] = {}  # message id → what the node holds once it applies it
-        self.last_round = DownlinkRound()
+        self._outcome: list[_InFlight] = []  # this round's downloads, in message order, until sent()
 
-    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        messages = list(messages)
-        train = [m for m in messages if m.metadata.message_type == MessageType.TRAIN
-                 and m.has_content() and "arrays" in m.content.array_records]
-        if not train:
-            return self.inner.push_messages(messages)
+    def encode(self, messages: list[Message], transport: Grid) -> DownlinkRound:
+        """Rewrite each training message in place: a compressed difference, or a reset (the dense model).
+        ``transport``: where replies to earlier downloads that the exchange stopped waiting for may be."""
         stats = DownlinkRound()
         targets: dict[int, Weights] = {}  # the strategy sends one ArrayRecord to every node: decode it once
-        outcome: list[_InFlight] = []
-        for message in train:
-            record = message.content.array_records["arrays"]
+        self._outcome = []
+        for message in messages:
+            record = message.content.array_records[keys.ARRAYS]
             if id(record) not in targets:
                 targets[id(record)] = as_replica(record.to_torch_state_dict())
-            outcome.append(self._encode(message, targets[id(record)], stats))
-        ids = list(self.inner.push_messages(messages))
+            self._outcome.append(self._encode(message, targets[id(record)], stats, transport))
+        return stats
+
+    def confirm(self, messages: list[Message], ids: list[str | None], pulled: list[Message]) -> None:
+        """After the exchange: the downloads pushed are in flight, and every reply received (cut or late
+        on the network or not) confirms what its node holds."""
         pushed = set(ids)
-        for message, flight in zip(train, outcome):
+        for message, flight in zip(messages, self._outcome):
             # Every Flower grid writes the id into the message it pushes; a message it could not push
             # has no id in the returned list, and its node's replica is in doubt from now on.
             message_id = message.metadata.message_id
@@ -90,37 +88,38 @@ class DownlinkGrid(WrappedGrid):
                 self.in_flight[message_id] = flight
             else:
                 self.unsure.add(flight.node)
-        self.last_round = stats
-        return ids
+        self._outcome = []
+        self._settle(pulled)
 
-    def _encode(self, message: Message, target: Weights, stats: DownlinkRound) -> _InFlight:
+    def _encode(self, message: Message, target: Weights, stats: DownlinkRound, transport: Grid) -> _InFlight:
         node = message.metadata.dst_node_id
-        config = ConfigRecord(dict(message.content.config_records["config"]))
+        config = ConfigRecord(dict(message.content.config_records[keys.CONFIG]))
         waiting = [i for i, f in self.in_flight.items() if f.node == node]
         if waiting:  # an earlier download's reply was not pulled (a deadline, or the first K were in)
-            self.pull_messages(waiting)  # it may have arrived since: then it confirms the replica
+            self._settle(transport.pull_messages(waiting))  # it may have arrived since: then it confirms the replica
         for message_id in waiting:  # still unanswered: the node may or may not have applied it
             if self.in_flight.pop(message_id, None) is not None:
                 self.unsure.add(node)
         if node in self.unsure:
             config[RESET] = True
-            message.content = RecordDict({"arrays": message.content.array_records["arrays"], "config": config})
+            message.content = _with_client_config(
+                RecordDict({keys.ARRAYS: message.content.array_records[keys.ARRAYS], keys.CONFIG: config}), message)
             stats.resets += 1
             return _InFlight(node, target, model_digest(target))
         base, base_digest = self.replicas.get(node, (self.initial, self.initial_digest))
-        round_seed = int(config.get("server-round", 0))
-        generator = torch.Generator().manual_seed((self.seed * 1_000_003 + node * 7919 + round_seed) % 2**63)
+        round_seed = int(config.get(keys.SERVER_ROUND, 0))
+        generator = torch.Generator().manual_seed(client_seed(self.seed, node, round_seed))
         download = make_download(target, base, self.config, self.compressor, generator)
         digest = model_digest(download.replica)
         config[BASE_DIGEST], config[NEW_DIGEST] = base_digest, digest
-        message.content = RecordDict({DELTA_KEY: encode_update(download.payloads), "config": config})
+        message.content = _with_client_config(
+            RecordDict({DELTA_KEY: encode_update(download.payloads), keys.CONFIG: config}), message)
         stats.compressed += 1
         stats.elements_sent += download.elements_sent
         stats.elements_total += download.elements_total
         return _InFlight(node, download.replica, digest)
 
-    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
-        replies = list(self.inner.pull_messages(message_ids))
+    def _settle(self, replies) -> None:
         for reply in replies:
             flight = self.in_flight.pop(reply.metadata.reply_to_message_id, None)
             if flight is None:
@@ -131,19 +130,21 @@ class DownlinkGrid(WrappedGrid):
             else:
                 self.replicas[flight.node] = (flight.replica, flight.digest)
                 self.unsure.discard(flight.node)
-        return replies
-
-    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
-        ids = list(self.push_messages(messages))
-        return poll_replies(self, ids, None if timeout is None else time.monotonic() + timeout)
 
     # Checkpoints ------------------------------------------------------------------------------
-    def state(self) -> dict:
+    def state_dict(self) -> dict:
         # Replicas are replaced, never changed in place: the checkpoint can hold them as they are.
         return {"replicas": dict(self.replicas),
                 "unsure": sorted(self.unsure | {f.node for f in self.in_flight.values()})}
 
-    def load_state(self, state: dict) -> None:
+    def load_state_dict(self, state: dict) -> None:
         self.replicas = {int(n): (r, d) for n, (r, d) in state["replicas"].items()}
         self.unsure = set(state["unsure"])
         self.in_flight.clear()
+
+
+def _with_client_config(content: RecordDict, message: Message) -> RecordDict:
+    """``content`` with the message's client-config record, if it has one (it travels unchanged)."""
+    if keys.CLIENT_CONFIG in message.content.config_records:
+        content[keys.CLIENT_CONFIG] = message.content.config_records[keys.CLIENT_CONFIG]
+    return content

@@ -1,0 +1,4 @@
+package fedgc.client;
+
+/** One of Flower's records held by a {@link RecordDict}: {@link ArrayRecord}, {@link ConfigRecord}, {@link MetricRecord}. */
+public interface Record {}

@@ -1,0 +1,409 @@
+package fedgc.client;
+
+import com.google.protobuf.ByteString;
+import flwr.proto.FleetOuterClass;
+import flwr.proto.Heartbeat;
+import flwr.proto.MessageOuterClass;
+import flwr.proto.NodeOuterClass;
+import flwr.proto.Recorddict;
+import flwr.proto.RunOuterClass;
+import flwr.proto.Transport;
+import java.io.File;
+import java.io.IOException;
+import java.math.BigInteger;
+import java.security.KeyPair;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.Set;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A Flower SuperNode in Java: what {@code flower-supernode} does over the Fleet API (Flower 1.41,
+ * {@code flwr.supernode.fleet_http_connection} and {@code start_client_internal}), with a
+ * {@link MessageHandler} in place of a ClientApp.
+ *
+ * <p>Register (self-registered, with a fresh SECP384R1 key) and activate the node; send heartbeats
+ * from a background thread; poll PullMessages (every 3 s when idle); for a message, pull its object
+ * tree object by object (each checked against its SHA-256 id), confirm receipt, rebuild it, hand it
+ * to the handler; push the reply's metadata and object tree, then the objects the SuperLink asks for;
+ * on stop, deactivate and unregister.
+ */
+public final class SuperNode {
+    /** Flower's HEARTBEAT_DEFAULT_INTERVAL, HEARTBEAT_CALL_TIMEOUT and HEARTBEAT_BASE_MULTIPLIER. */
+    static final double HEARTBEAT_INTERVAL_S = 30;
+    static final double HEARTBEAT_CALL_TIMEOUT_S = 5;
+    static final double HEARTBEAT_BASE_MULTIPLIER = 0.8;
+    /** Flower's PULL_MAX_TRIES_PER_OBJECT, PULL_INITIAL_BACKOFF and PULL_BACKOFF_CAP. */
+    static final int PULL_MAX_TRIES_PER_OBJECT = 500;
+    static final double PULL_INITIAL_BACKOFF_S = 1;
+    static final double PULL_BACKOFF_CAP_S = 10;
+    static final long IDLE_POLL_MS = 3000;
+
+    private static final Random RANDOM = new Random();
+
+    private final FleetClient client;
+    private final KeyPair keys;
+    private final boolean selfRegistered;
+    private final MessageHandler handler;
+    private final File dataDir;
+    private final Map<String, Object> nodeConfig;
+    private final CountDownLatch stop = new CountDownLatch(1);
+    private final CountDownLatch finished = new CountDownLatch(1);
+    private final Retry retry;
+    private final Retry heartbeatRetry;
+    private final Map<Long, Map<String, Object>> runs = new HashMap<>();
+    private volatile int exitCode = 0;
+    private volatile NodeOuterClass.Node node;
+
+    /**
+     * @param selfRegistered true: register the key and unregister on exit (flower-supernode without
+     *     {@code --auth-supernode-private-key}); false: the key was registered beforehand
+     * @param maxWaitMs how long to keep retrying an unreachable SuperLink (≤ 0: forever)
+     */
+    public SuperNode(FleetClient client, KeyPair keys, boolean selfRegistered, MessageHandler handler,
+                     Map<String, Object> nodeConfig, File dataDir, long maxWaitMs) {
+        this.nodeConfig = new LinkedHashMap<>(nodeConfig);
+        this.client = client;
+        this.keys = keys;
+        this.selfRegistered = selfRegistered;
+        this.handler = handler;
+        this.dataDir = dataDir;
+        this.retry = new Retry(stop, maxWaitMs);
+        this.heartbeatRetry = new Retry(stop, 0);
+    }
+
+    /** Ask the node to stop (from a signal handler or another thread); {@link #run} then deactivates and returns. */
+    public void requestStop() {
+        stop.countDown();
+    }
+
+    /** Wait until {@link #run} has returned (e.g. from a shutdown hook). */
+    public boolean awaitFinished(long ms) throws InterruptedException {
+        return finished.await(ms, TimeUnit.MILLISECONDS);
+    }
+
+    /** Run until stopped: the process exit code (0 when stopped on request, 1 on a fatal error). */
+    public int run() {
+        try {
+            return runConnected();
+        } finally {
+            finished.countDown();
+        }
+    }
+
+    private int runConnected() {
+        ByteString publicKey = ByteString.copyFrom(Keys.publicKeyPem(keys.getPublic()));
+        long nodeId;
+        try {
+            if (selfRegistered) {
+                retry.invoke("RegisterNode", () -> client.call("register-node",
+                    FleetOuterClass.RegisterNodeFleetRequest.newBuilder().setPublicKey(publicKey).build(),
+                    FleetOuterClass.RegisterNodeFleetResponse.parser(), 0));
+            }
+            nodeId = retry.invoke("ActivateNode", () -> client.call("activate-node",
+                FleetOuterClass.ActivateNodeRequest.newBuilder().setPublicKey(publicKey)
+                    .setHeartbeatInterval(HEARTBEAT_INTERVAL_S).build(),
+                FleetOuterClass.ActivateNodeResponse.parser(), 0)).getNodeId();
+        } catch (Retry.Stopped e) {
+            return 0;
+        } catch (FleetException | IOException e) {
+            Log.error("Failed to initialize the connection to the SuperLink: " + describe(e));
+            return 1;
+        }
+        node = NodeOuterClass.Node.newBuilder().setNodeId(nodeId).build();
+        Log.info("SuperNode ID: " + Metadata.unsigned(nodeId));
+        Thread heartbeats = new Thread(this::sendHeartbeats, "fedgc-heartbeat");
+        heartbeats.setDaemon(true);
+        heartbeats.start();
+        try {
+            while (stop.getCount() > 0) {
+                boolean received = false;
+                try {
+                    received = pullAndReply();
+                } catch (Retry.Stopped e) {
+                    break;
+                } catch (FleetException e) {
+                    if (e.status == 401) {
+                        Log.error("The SuperLink refused this SuperNode's credentials: " + e.getMessage());
+                        exitCode = 1;
+                        break;
+                    }
+                    Log.error(e.getMessage());
+                } catch (IOException | RuntimeException e) {
+                    Log.error(describe(e));
+                }
+                if (!received && stop.await(IDLE_POLL_MS, TimeUnit.MILLISECONDS)) {
+                    break;
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } finally {
+            stop.countDown();
+            heartbeats.interrupt();
+            leave(nodeId);
+        }
+        return exitCode;
+    }
+
+    private void leave(long nodeId) {
+        try {
+            client.call("deactivate-node", FleetOuterClass.DeactivateNodeRequest.newBuilder().setNodeId(nodeId).build(),
+                FleetOuterClass.DeactivateNodeResponse.parser(), 5000);
+            Log.info("SuperNode " + Metadata.unsigned(nodeId) + " deactivated");
+        } catch (FleetException | IOException e) {
+            Log.warn("Deactivation failed: " + describe(e));
+        }
+        if (selfRegistered) {
+            try {
+                client.call("unregister-node", FleetOuterClass.UnregisterNodeFleetRequest.newBuilder().setNodeId(nodeId).build(),
+                    FleetOuterClass.UnregisterNodeFleetResponse.parser(), 5000);
+                Log.info("SuperNode " + Metadata.unsigned(nodeId) + " unregistered");
+            } catch (FleetException | IOException e) {
+                Log.warn("Unregistration failed: " + describe(e));
+            }
+        }
+    }
+
+    static String describe(Exception e) {
+        if (e instanceof FleetException || e.getMessage() == null) {
+            return e instanceof FleetException ? e.getMessage() : e.toString();
+        }
+        String name = e.getClass().getSimpleName();
+        return name + ": " + e.getMessage();
+    }
+
+    // ------------------------------------------------------------ heartbeats
+
+    private void sendHeartbeats() {
+        Heartbeat.SendNodeHeartbeatRequest request = Heartbeat.SendNodeHeartbeatRequest.newBuilder()
+            .setNode(node).setHeartbeatInterval(HEARTBEAT_INTERVAL_S).build();
+        while (stop.getCount() > 0) {
+            try {
+                Heartbeat.SendNodeHeartbeatResponse response = heartbeatRetry.invoke("SendNodeHeartbeat",
+                    () -> client.call("send-node-heartbeat", request, Heartbeat.SendNodeHeartbeatResponse.parser(),
+                        (int) (HEARTBEAT_CALL_TIMEOUT_S * 1000)));
+                if (!response.getSuccess()) {
+                    Log.error("Heartbeat failed unexpectedly. The SuperLink does not recognize this SuperNode.");
+                    exitCode = 1;
+                    stop.countDown();
+                    return;
+                }
+                Log.debug("heartbeat sent");
+            } catch (Retry.Stopped e) {
+                return;
+            } catch (FleetException | IOException e) {
+                Log.error("Heartbeat failed: " + describe(e));
+                exitCode = 1;
+                stop.countDown();
+                return;
+            }
+            // Flower: (interval - call timeout) * uniform(0.7, 0.9)
+            double next = (HEARTBEAT_INTERVAL_S - HEARTBEAT_CALL_TIMEOUT_S)
+                * (HEARTBEAT_BASE_MULTIPLIER + (RANDOM.nextDouble() * 0.2 - 0.1));
+            try {
+                if (stop.await((long) (next * 1000), TimeUnit.MILLISECONDS)) {
+                    return;
+                }
+            } catch (InterruptedException e) {
+                return;
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ messages
+
+    /** One PullMessages; if a message came, receive it, handle it and send the reply. True if one came. */
+    boolean pullAndReply() throws IOException, FleetException, Retry.Stopped, InterruptedException {
+        FleetOuterClass.PullMessagesResponse pulled = retry.invoke("PullMessages", () -> client.call("pull-messages",
+            FleetOuterClass.PullMessagesRequest.newBuilder().setNode(node).build(),
+            FleetOuterClass.PullMessagesResponse.parser(), 0));
+        if (pulled.getMessagesListCount() == 0) {
+            return false;
+        }
+        MessageOuterClass.Message header = pulled.getMessagesList(0);
+        MessageOuterClass.ObjectTree tree = pulled.getMessageObjectTrees(0);
+        long runId = header.getMetadata().getRunId();
+        String messageId = header.getMetadata().getMessageId();
+        Log.info("");
+        Log.info("[RUN " + Long.toUnsignedString(runId)
+            + (header.getMetadata().getGroupId().isEmpty() ? "" : ", ROUND " + header.getMetadata().getGroupId()) + "]");
+        Log.info("Receiving: " + header.getMetadata().getMessageType() + " message (ID: " + messageId + ")");
+        Message message;
+        NodeContext context;
+        try {
+            context = new NodeContext(node.getNodeId(), runId, nodeConfig, runConfig(runId), dataDir);
+            if (!tree.getObjectId().equals(messageId)) {
+                throw new IllegalArgumentException("object tree root " + tree.getObjectId() + " is not message " + messageId);
+            }
+            Map<String, byte[]> objects = pullObjects(runId, tree);
+            retry.invoke("ConfirmMessageReceived", () -> client.call("confirm-message-received",
+                MessageOuterClass.ConfirmMessageReceivedRequest.newBuilder().setNode(node).setRunId(runId)
+                    .setMessageObjectId(messageId).build(),
+                MessageOuterClass.ConfirmMessageReceivedResponse.parser(), 0));
+            message = Inflatable.inflateMessage(messageId, objects);
+            Log.info("Received successfully");
+        } catch (FleetException e) {
+            if (e.status == 403) {
+                Log.info("Run " + Long.toUnsignedString(runId) + " is not in RUNNING status. Ignoring message " + messageId + ".");
+                return true;
+            }
+            Log.error("Failed to receive message " + messageId + ": " + e.getMessage());
+            return true;
+        } catch (IllegalArgumentException | IllegalStateException e) {
+            Log.error("Failed to receive message " + messageId + ": " + e.getMessage());
+            return true;
+        }
+
+        long started = System.nanoTime();
+        Message reply;
+        try {
+            reply = handler.handle(message, context);
+            if (reply == null || !messageId.equals(reply.metadata.replyToMessageId)) {
+                throw new IllegalStateException("the handler's reply does not reply to message " + messageId);
+            }
+        } catch (Exception e) {
+            Log.error("The handler raised " + describe(e));
+            reply = Message.errorReply(message, new MessageError(MessageError.CLIENT_APP_RAISED_EXCEPTION,
+                e.getClass().getName() + ":<'" + e.getMessage() + "'>"));
+        }
+        double runtime = (System.nanoTime() - started) / 1e9;
+        send(reply, runtime);
+        return true;
+    }
+
+    private Map<String, Object> runConfig(long runId) throws IOException, FleetException, Retry.Stopped {
+        Map<String, Object> config = runs.get(runId);
+        if (config == null) {
+            RunOuterClass.GetRunResponse response = retry.invoke("GetRun", () -> client.call("get-run",
+                RunOuterClass.GetRunRequest.newBuilder().setNode(node).setRunId(runId).build(),
+                RunOuterClass.GetRunResponse.parser(), 0));
+            config = new LinkedHashMap<>();
+            for (Map.Entry<String, Transport.Scalar> e : response.getRun().getOverrideConfigMap().entrySet()) {
+                config.put(e.getKey(), scalar(e.getValue()));
+            }
+            Log.info("Run " + Long.toUnsignedString(runId) + ": " + response.getRun().getFabId() + " "
+                + response.getRun().getFabVersion() + " (FAB " + response.getRun().getFabHash() + ", not run here)");
+            runs.put(runId, config);
+        }
+        return config;
+    }
+
+    private static Object scalar(Transport.Scalar s) {
+        switch (s.getScalarCase()) {
+            case DOUBLE: return s.getDouble();
+            case UINT64: return Metadata.unsigned(s.getUint64());
+            case SINT64: return s.getSint64();
+            case BOOL: return s.getBool();
+            case STRING: return s.getString();
+            case BYTES: return s.getBytes().toByteArray();
+            default: return null;
+        }
+    }
+
+    /** Pull every object of the tree (children first), each checked against its SHA-256 id. */
+    private Map<String, byte[]> pullObjects(long runId, MessageOuterClass.ObjectTree tree)
+            throws IOException, FleetException, Retry.Stopped, InterruptedException {
+        List<String> ids = new ArrayList<>();
+        postOrder(tree, ids, new HashSet<String>());
+        Map<String, byte[]> objects = new LinkedHashMap<>();
+        for (String id : ids) {
+            objects.put(id, pullObject(runId, id));
+        }
+        return objects;
+    }
+
+    private static void postOrder(MessageOuterClass.ObjectTree tree, List<String> out, Set<String> seen) {
+        for (MessageOuterClass.ObjectTree child : tree.getChildrenList()) {
+            postOrder(child, out, seen);
+        }
+        if (seen.add(tree.getObjectId())) {
+            out.add(tree.getObjectId());
+        }
+    }
+
+    private byte[] pullObject(long runId, String id) throws IOException, FleetException, Retry.Stopped, InterruptedException {
+        MessageOuterClass.PullObjectRequest request = MessageOuterClass.PullObjectRequest.newBuilder()
+            .setNode(node).setRunId(runId).setObjectId(id).build();
+        double delay = PULL_INITIAL_BACKOFF_S;
+        for (int tries = 1; ; tries++) {
+            MessageOuterClass.PullObjectResponse r = retry.invoke("PullObject", () -> client.call("pull-object",
+                request, MessageOuterClass.PullObjectResponse.parser(), 0));
+            if (!r.getObjectFound()) {
+                throw new IllegalStateException("object " + id + " could not be found");
+            }
+            if (r.getObjectAvailable()) {
+                byte[] content = r.getObjectContent().toByteArray();
+                Inflatable.verify(id, content);
+                return content;
+            }
+            if (tries >= PULL_MAX_TRIES_PER_OBJECT) {
+                throw new IllegalStateException("object " + id + " never became available");
+            }
+            double wait = delay * (1 + (RANDOM.nextDouble() * 0.4 - 0.2));
+            if (stop.await((long) (wait * 1000), TimeUnit.MILLISECONDS)) {
+                throw new Retry.Stopped();
+            }
+            delay = Math.min(delay * 2, PULL_BACKOFF_CAP_S);
+        }
+    }
+
+    /** Push a reply: its metadata and object tree, then the objects the SuperLink does not have yet. */
+    void send(Message reply, double clientappRuntime) throws IOException, FleetException, Retry.Stopped {
+        Inflatable.Node root = Inflatable.deflate(reply);
+        reply.metadata.messageId = root.id;
+        Log.info("");
+        Log.info("Sending: " + reply.metadata.messageType + " message (ID: " + root.id + ")");
+        MessageOuterClass.Message.Builder proto = MessageOuterClass.Message.newBuilder()
+            .setMetadata(Inflatable.Protos.metadata(reply.metadata));
+        if (reply.hasContent()) {
+            proto.setContent(Recorddict.RecordDict.getDefaultInstance()); // content travels as objects
+        } else {
+            proto.setError(Inflatable.Protos.error(reply.error()));
+        }
+        FleetOuterClass.PushMessagesRequest request = FleetOuterClass.PushMessagesRequest.newBuilder()
+            .setNode(node).addMessagesList(proto).addMessageObjectTrees(root.tree())
+            .addClientappRuntimeList(clientappRuntime).build();
+        FleetOuterClass.PushMessagesResponse response;
+        try {
+            response = retry.invoke("PushMessages", () -> client.call("push-messages", request,
+                FleetOuterClass.PushMessagesResponse.parser(), 0));
+        } catch (FleetException e) {
+            if (e.status == 403) {
+                Log.info("Run " + Long.toUnsignedString(reply.metadata.runId) + " is not in RUNNING status. Ignoring reply.");
+                return;
+            }
+            throw e;
+        }
+        Set<String> wanted = new HashSet<>(response.getObjectsToPushList());
+        int pushed = 0;
+        long bytes = 0;
+        for (Map.Entry<String, byte[]> e : root.objects().entrySet()) {
+            if (!wanted.contains(e.getKey())) {
+                continue;
+            }
+            MessageOuterClass.PushObjectRequest push = MessageOuterClass.PushObjectRequest.newBuilder()
+                .setNode(node).setRunId(reply.metadata.runId).setObjectId(e.getKey())
+                .setObjectContent(ByteString.copyFrom(e.getValue())).setSessionId(response.getSessionId()).build();
+            MessageOuterClass.PushObjectResponse r = retry.invoke("PushObject", () -> client.call("push-object", push,
+                MessageOuterClass.PushObjectResponse.parser(), 0));
+            if (!r.getStored()) {
+                throw new IllegalStateException("the SuperLink did not store object " + e.getKey()
+                    + " (push session " + response.getSessionId() + " expired or replaced?)");
+            }
+            pushed++;
+            bytes += e.getValue().length;
+        }
+        Log.info("Sent successfully (" + pushed + " objects, " + bytes + " bytes)");
+    }
+
+    static BigInteger id(long v) {
+        return Metadata.unsigned(v);
+    }
+}

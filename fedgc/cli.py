@@ -1,0 +1,66 @@
+"""The ``fedgc`` command: one entry point for the researcher's workflow.
+
+    fedgc run SCENARIO [options]     run a scenario (= python -m fedgc.simulate SCENARIO [options])
+    fedgc check SCENARIO [options]   validate it and its data without training (= ... --check)
+    fedgc report RUN [RUN ...]       summarize runs (= python -m fedgc.report ...)
+    fedgc fetch ITEM [--dir D]       download data sets and traces (docs/data-and-models.md)
+
+This module only dispatches: each subcommand's options are those of the module it calls.
+It must stay importable by old Pythons, so that they get a one-line message instead of a traceback.
+"""
+
+import sys
+
+MIN_PYTHON = (3, 11)  # flwr 1.41 requires Python >= 3.11 (keep equal to requires-python in pyproject.toml)
+
+USAGE = __doc__.split("\n\n")[1].rstrip() + "\n"
+COMMANDS = ("run", "check", "report", "fetch")
+
+
+def _run(argv):
+    from fedgc.simulate import main
+    return main(argv)
+
+
+def _check(argv):
+    from fedgc.simulate import main
+    return main([*argv, "--check"])
+
+
+def _report(argv):
+    from fedgc.report import main
+    return main(argv)
+
+
+def _fetch(argv):
+    from fedgc.fetch import main
+    return main(argv)
+
+
+DISPATCH = {"run": _run, "check": _check, "report": _report, "fetch": _fetch}
+
+
+def main(argv=None):
+    if sys.version_info < MIN_PYTHON:
+        found = ".".join(map(str, sys.version_info[:3]))
+        sys.stderr.write(f"fedgc: needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer (this is Python {found})\n")
+        return 2
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        sys.stdout.write("usage: fedgc COMMAND [ARGS]\n\n" + USAGE
+                         + "\n'fedgc COMMAND --help' lists a command's options.\n")
+        return 0 if argv else 2
+    if argv[0] == "--version":
+        from importlib.metadata import version
+        print("fedgc " + version("fedgc"))
+        return 0
+    command = DISPATCH.get(argv[0])
+    if command is None:
+        sys.stderr.write(f"fedgc: unknown command {argv[0]!r} (expected one of: {', '.join(COMMANDS)})\n")
+        return 2
+    code = command(argv[1:])
+    return code if isinstance(code, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

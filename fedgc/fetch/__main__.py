@@ -1,0 +1,5 @@
+import sys
+
+from fedgc.fetch import main
+
+sys.exit(main())

@@ -1,0 +1,74 @@
+"""The keys of fedgc's Flower messages, in one place (the JVM client speaks the same ones).
+
+A training message holds the global model under ``ARRAYS`` (or, with downlink compression, a
+difference: ``fedgc.flower.downlink_stage``), a ``CONFIG`` record (this round's values) and a
+``CLIENT_CONFIG`` record (the client's settings); its reply holds the encoded update under ``UPDATE``
+and a ``METRICS`` record whose contract is ``ReplyMetrics``. The contract: docs/client-protocol.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flwr.app import MetricRecord
+
+# Records of a training message and of its reply.
+ARRAYS = "arrays"
+CONFIG = "config"
+UPDATE = "update"
+METRICS = "metrics"
+
+# The training message's config record.
+SERVER_ROUND = "server-round"
+DENSITY = "density"  # compression density for this round (warm-up applied)
+NUM_CLIENTS = "num-clients"  # K, the updates aggregated per round (DGC's N)
+APPLIED_ROUNDS = "applied-rounds"  # rounds whose update from this node the server applied since it last heard
+
+# The training message's client-config record (docs/client-protocol.md): everything a client needs
+# to train and compress, so that no client reads the scenario. Built by ``fedgc.flower.client_config``.
+CLIENT_CONFIG = "client-config"
+CLIENT_CONFIG_VERSION = 1
+CC_VERSION = "version"  # int: CLIENT_CONFIG_VERSION
+CC_MODEL = "model"  # str: the model's name (docs/data-and-models.md)
+CC_MODEL_OPTIONS = "model-options"  # str, JSON object: the model's options (absent: none)
+CC_SEED = "seed"  # int: the run's seed, for the client's per-round random stream
+CC_LOCAL_STEPS = "local-steps"  # int: SGD steps per round (exactly one of local-steps / epochs)
+CC_EPOCHS = "epochs"  # float: passes over the client's data per round
+CC_BATCH_SIZE = "batch-size"  # int
+CC_LR = "lr"  # float: local SGD learning rate
+CC_MOMENTUM = "momentum"  # float: local SGD momentum
+CC_WEIGHT_DECAY = "weight-decay"  # float: local SGD weight decay
+CC_COMPRESSOR = "compressor"  # str: the compressor's name (docs/compressors.md)
+CC_COMPRESSION_PREFIX = "c."  # "c.<option>": each compression option the client reads (absent: unset)
+
+# The partition reply (``query.partition``): a MetricRecord "partition".
+PARTITION_ID = "partition-id"
+NUM_PARTITIONS = "num-partitions"
+NO_REPLICA = "no-replica"  # int 1: the node holds no replica of the initial model; first download whole
+
+# The reply's metrics record (``ReplyMetrics``).
+NUM_EXAMPLES = "num-examples"
+SAMPLES = "samples"
+STEPS = "steps"
+TRAIN_LOSS = "train-loss"
+ELEMENTS_SENT = "elements-sent"
+ELEMENTS_TOTAL = "elements-total"
+
+
+@dataclass(frozen=True)
+class ReplyMetrics:
+    """What a client reports with its update. The server trusts none of it: ``fedgc.flower.validate``
+    checks every value against the decoded update before it weighs or times anything."""
+
+    num_examples: int  # the size of the client's partition: its aggregation weight
+    samples: int  # samples processed in training: its simulated compute time
+    steps: int
+    train_loss: float
+    elements_sent: int
+    elements_total: int
+
+    def to_record(self) -> MetricRecord:
+        # The order is part of the wire bytes: keep it.
+        return MetricRecord({NUM_EXAMPLES: self.num_examples, SAMPLES: self.samples, STEPS: self.steps,
+                             TRAIN_LOSS: self.train_loss, ELEMENTS_SENT: self.elements_sent,
+                             ELEMENTS_TOTAL: self.elements_total})

@@ -1,0 +1,226 @@
+"""fedgc's round loop, the same on every engine (inline, Flower's simulation runtime, real SuperNodes).
+
+One round, top to bottom (``run_rounds``): select among the online nodes and build the training
+messages (strategy) → downlink stage (compressed downloads) → exchange (simulated network or measured
+on a deployment) → confirm the downloads → aggregate → retry while too few updates → evaluate →
+record → checkpoint. Every stateful part owns its ``state_dict()``; a checkpoint is all of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import simpy
+import torch
+from flwr.app import ArrayRecord, Message, MessageType, RecordDict
+from flwr.serverapp import Grid
+
+from fedgc.compress.base import DensePayload
+from fedgc.compress.warmup import recorded_density
+from fedgc.flower import checkpoint, keys
+from fedgc.flower.client_config import client_config_record
+from fedgc.flower.codec import encode_update
+from fedgc.flower.downlink_stage import DownlinkRound, DownlinkStage
+from fedgc.flower.exchange import Exchanged, MeasuredExchange, SimulatedExchange
+from fedgc.flower.keys import ReplyMetrics
+from fedgc.flower.resume_check import scenario_record
+from fedgc.flower.strategy import AggregationStats, Diverged, FedgcStrategy, SelectionPolicy
+from fedgc.flower.wire import message_wire_size
+from fedgc.metrics import FailureLog, MetricsLog, RoundRecord, Summary, read_rows, write_summary
+from fedgc.network.build import build_network
+from fedgc.progress import Progress
+from fedgc.run.parts import build_model_for, density_schedule, federated_data, server_optimizer
+from fedgc.scenario import Scenario
+from fedgc.training import evaluate
+
+
+class Idle(RuntimeError):
+    """No update was applied for ``strategy.max_idle_rounds`` consecutive attempts: the run stops."""
+
+
+def idle_reason(rows: list[RoundRecord], limit: int) -> str | None:
+    """Why the run should stop, when the last ``limit`` attempts applied nothing (else None)."""
+    tail = rows[-limit:] if limit else []
+    if len(tail) < limit or not tail or any(r.applied for r in tail):
+        return None
+    total = {k: sum(getattr(r, k) for r in tail) for k in ("selected", "failed", "cut", "late", "discarded",
+                                                           "rejected")}
+    what = ("no client was online" if not total["selected"] else
+            ", ".join(f"{v} {k}" for k, v in total.items() if v or k == "selected"))
+    return (f"no update applied in {limit} consecutive attempts (rounds {tail[0].round}-{tail[-1].round}: "
+            f"{what}); see strategy.max_idle_rounds")
+
+
+def dense_reply_bytes(shapes: dict[str, tuple[int, ...]]) -> int:
+    """Wire size of a reply carrying the same update as dense fp32 (same record layout and metrics)."""
+    payloads = {n: DensePayload(torch.zeros(int(np.prod(s))), s) for n, s in shapes.items()}
+    metrics = ReplyMetrics(num_examples=0, samples=0, steps=0, train_loss=0.0, elements_sent=0, elements_total=0)
+    message = Message(RecordDict({keys.UPDATE: encode_update(payloads), keys.METRICS: metrics.to_record()}),
+                      dst_node_id=0, message_type=MessageType.TRAIN)
+    return message_wire_size(message)
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _as_record(weights: dict[str, torch.Tensor]) -> ArrayRecord:
+    return ArrayRecord({k: v.contiguous() for k, v in weights.items()})
+
+
+def round_record(server_round: int, attempt: int, stats: AggregationStats, exchanged: Exchanged | None,
+                 downloads: DownlinkRound | None, previous_end: float, dense_bytes: int) -> RoundRecord:
+    """One row of metrics.jsonl for one attempt (evaluation filled in by the loop)."""
+    record = RoundRecord(round=server_round, skipped=stats.skipped, attempt=attempt)
+    if exchanged is None:  # nobody was selected: no time passed in this round
+        record.sim_start_s = record.sim_end_s = previous_end
+    else:
+        traffic = exchanged.traffic
+        timeline = traffic.timeline
+        record.sim_start_s, record.sim_end_s = timeline.start, timeline.end
+        record.round_duration_s = timeline.end - timeline.start
+        record.selected, record.failed = traffic.selected, traffic.failed
+        record.completed, record.cut, record.late, record.discarded = (
+            timeline.count(k) for k in ("completed", "cut", "late", "discarded"))
+        record.bytes_down, record.bytes_up = traffic.bytes_down, traffic.bytes_up
+        record.dense_bytes_up = dense_bytes * record.completed
+        done = [t for t in timeline.timings if t.status == "completed"]
+        record.mean_download_s = _mean([t.downloaded - t.start for t in done])
+        record.mean_compute_s = _mean([t.computed - t.downloaded for t in done])
+        uploads = [t.uploaded - t.computed for t in done]
+        record.mean_upload_s, record.max_upload_s = _mean(uploads), (max(uploads) if uploads else None)
+        record.client_upload_bytes = [traffic.upload_bytes[t.node_id] for t in done]
+        record.client_upload_s = uploads
+    if downloads is not None:
+        record.downlink_density, record.downlink_resets = downloads.density, downloads.resets
+    record.rejected = sum(stats.rejected.values())
+    record.rejected_reasons = dict(sorted(stats.rejected.items()))
+    record.applied = len(stats.applied_nodes)
+    record.applied_nodes = sorted(stats.applied_nodes)
+    record.clipped_nodes, record.capped_nodes = list(stats.clipped_nodes), list(stats.capped_nodes)
+    record.train_loss, record.achieved_density = stats.train_loss, stats.achieved_density
+    return record
+
+
+def build_strategy(scenario: Scenario, shapes: dict[str, tuple[int, ...]], policy: SelectionPolicy,
+                   total_nodes: int, optimizer, rng: np.random.Generator) -> FedgcStrategy:
+    """The strategy that selects, builds the training messages (``configure``: each carries the
+    scenario's client config, ``fedgc.flower.client_config``) and aggregates the replies."""
+    s = scenario.strategy
+    return FedgcStrategy(shapes=shapes, policy=policy, total_nodes=total_nodes, optimizer=optimizer, rng=rng,
+                         density_for_round=density_schedule(scenario), max_num_examples=s.max_num_examples,
+                         clip_update_norm=s.clip_update_norm, norm_bound_factor=s.norm_bound_factor,
+                         max_weight_share=s.max_weight_share, aggregation=s.aggregation,
+                         trim_fraction=s.trim_fraction, client_config=client_config_record(scenario))
+
+
+def run_rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, *, measured: bool = False,
+               quiet: bool = False, resume: bool = False) -> Summary:
+    """Run (or with ``resume``, continue from ``out_dir``'s checkpoint) the scenario's rounds through
+    ``transport``; ``measured``: a real deployment (wall-clock exchange), else the simulated network."""
+    logging.getLogger("flwr").setLevel(logging.ERROR)
+    wall_start = time.perf_counter()
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    # The parts of the run, built from the scenario (the generators' order is part of the seed's meaning).
+    data = federated_data(scenario)
+    model = build_model_for(scenario, data)
+    weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    shapes = {k: tuple(v.shape) for k, v in weights.items()}
+    nodes = sorted(transport.get_node_ids())
+    rng = np.random.default_rng(scenario.seed)
+    network = build_network(simpy.Environment(), scenario.network, nodes, np.random.default_rng(rng.integers(2**63)))
+    s = scenario.strategy
+    policy = SelectionPolicy(s.fraction, scenario.network.over_selection, s.min_clients,
+                             retries=s.max_retries if s.too_few == "retry" else 0)
+    keep_first = policy.wanted(len(nodes)) if scenario.network.over_selection > 1.0 else None
+    exchange = (MeasuredExchange(deadline_s=scenario.network.deadline_s, keep_first=keep_first) if measured else
+                SimulatedExchange(network, deadline_s=scenario.network.deadline_s, keep_first=keep_first))
+    downlink = DownlinkStage(scenario.downlink, weights, scenario.seed) if scenario.downlink.enabled else None
+    if downlink is not None:  # nodes that announced no replica (query.partition): their first download is whole
+        downlink.unsure |= set(getattr(transport, "without_replica", ()))
+    optimizer = server_optimizer(scenario)
+    strategy = build_strategy(scenario, shapes, policy, len(nodes), optimizer, np.random.default_rng(rng.integers(2**63)))
+    # Every stateful part of the run, by its name in a checkpoint (None: not in this run). The
+    # transport reports the clients' states: the inline grid holds them, the partition grid asks the nodes.
+    parts = {"strategy": strategy, "optimizer": optimizer, "network": network, "downlink": downlink,
+             "transport": transport if hasattr(transport, "state_dict") else None}
+    rounds_done, rows = 0, []
+    if resume:
+        if parts["transport"] is None or out_dir is None:
+            raise checkpoint.CheckpointError("--resume needs a run folder and a transport that reports the clients' states")
+        state = checkpoint.resumable(out_dir, scenario)
+        checkpoint.restore(state, parts, shapes)
+        rounds_done, weights = state["run"]["round"], dict(state["run"]["weights"])
+        rows = read_rows(out_dir / "metrics.jsonl", state["run"]["metrics_rows"])
+        for stale in ("summary.json", "model.pt"):  # the run is open again: its results are not final
+            (out_dir / stale).unlink(missing_ok=True)
+    log = MetricsLog(out_dir / "metrics.jsonl" if out_dir else None, rows)
+    failures = FailureLog(out_dir / "failures.jsonl" if out_dir else None, rounds_done if resume else None)
+    progress = Progress(scenario.rounds, enabled=not quiet, history=rows)
+    dense_bytes = dense_reply_bytes(shapes)
+    arrays = _as_record(weights)  # the global model as sent: one record shared by every message
+    last_good = weights  # the newest global model that passed its checks (what model.pt keeps)
+    stopped = "completed"
+    try:
+        for server_round in range(rounds_done + 1, scenario.rounds + 1):
+            for attempt in range(policy.retries + 1):
+                messages = strategy.configure(server_round, arrays, exchange.online(sorted(transport.get_node_ids())))
+                downloads = downlink.encode(messages, transport) if downlink is not None else None
+                exchanged = exchange.run(transport, messages) if messages else None
+                if downlink is not None and exchanged is not None:
+                    downlink.confirm(messages, exchanged.ids, exchanged.pulled)
+                report = strategy.aggregate(server_round, exchanged.replies if exchanged else [])
+                if report.weights is not None:
+                    weights, arrays = report.weights, _as_record(report.weights)
+                retrying = report.weights is None and attempt < policy.retries
+                record = round_record(server_round, attempt, report.stats, exchanged, downloads,
+                                      log.rows[-1].sim_end_s if log.rows else 0.0, dense_bytes)
+                record.density = recorded_density(scenario.compression, server_round)
+                for failure in exchanged.traffic.failures if exchanged else []:
+                    failures.append(server_round, attempt, failure.node_id, failure.error_type, failure.message)
+                    if failures.count == 1:
+                        progress.note(f"warning: round {server_round}: client {failure.node_id} failed: "
+                                      f"{failure.error_type}: {failure.message} (every failure: failures.jsonl)")
+                if not retrying and (server_round % scenario.eval.every == 0 or server_round == scenario.rounds):
+                    model.load_state_dict(weights)
+                    record.accuracy, record.loss = evaluate(model, data.test, scenario.eval.batch_size)
+                log.append(record)
+                progress.update(record, sum(r.bytes_up for r in log.rows))
+                if record.loss is not None and not math.isfinite(record.loss):
+                    raise Diverged(f"round {server_round}: the global model's test loss is not finite")
+                last_good = weights
+                idle = idle_reason(log.rows, scenario.strategy.max_idle_rounds)
+                if idle is not None:
+                    raise Idle(idle)
+                if not retrying:
+                    break
+            every = scenario.checkpoint_every
+            # No checkpoint at the last round: a completed run is extended from its last checkpoint.
+            if out_dir is not None and every and server_round % every == 0 and server_round < scenario.rounds \
+                    and parts["transport"] is not None:
+                try:
+                    state = {"run": checkpoint.run_state(server_round, len(log.rows), last_good),
+                             **{name: part.state_dict() if part is not None else None for name, part in parts.items()}}
+                except RuntimeError as err:  # a node of a deployment did not answer: keep the previous checkpoint
+                    progress.note(f"warning: round {server_round}: no checkpoint: {err}")
+                else:
+                    checkpoint.save(out_dir, state, scenario_record(scenario))
+    except Diverged as err:
+        stopped = f"diverged: {err}"
+    except Idle as err:
+        stopped = f"idle: {err}"
+    finally:
+        progress.close()
+    summary = log.summarize(scenario.name, scenario.eval.target_accuracy, time.perf_counter() - wall_start, stopped)
+    if out_dir is not None:
+        write_summary(out_dir / "summary.json", summary)
+        torch.save(last_good, out_dir / "model.pt")  # the final (or last good) global model
+        from fedgc.plots import plot_run
+
+        plot_run(log.rows, out_dir / "plots", title=scenario.name)
+    return summary

@@ -1,0 +1,61 @@
+"""What a resume may change: the scenario a checkpoint was written for against ``scenario.yaml`` now.
+
+A checkpoint stores the scenario as flat ``dotted.key: value`` fields and a SHA-256 fingerprint of
+those fields minus ``RESUMABLE``. A resume whose scenario has another fingerprint is refused with one
+line naming the changed fields: the restored state (network sample paths, model, compression memory)
+was built from the old values, so the run would silently not be what its ``scenario.yaml`` says.
+
+Allowed changes (``RESUMABLE``): ``rounds`` may be raised, which extends the run (a completed run
+continues from its last checkpoint to the new last round, and its metrics are those of a run started
+with the new ``rounds``); lowering it is refused. ``checkpoint_every`` and ``eval.target_accuracy``
+may change: they decide only when checkpoints are written and how the summary reads the accuracy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from fedgc.scenario import Scenario
+
+RESUMABLE = ("rounds", "checkpoint_every", "eval.target_accuracy")
+
+
+def flat_fields(tree: dict, prefix: str = "") -> dict[str, object]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}``; lists and scalars are leaves."""
+    out: dict[str, object] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flat_fields(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def fingerprint(fields: dict[str, object]) -> str:
+    fixed = {k: v for k, v in fields.items() if k not in RESUMABLE}
+    return hashlib.sha256(json.dumps(fixed, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def scenario_record(scenario: Scenario) -> dict:
+    """What a checkpoint stores about its scenario (plain data)."""
+    fields = flat_fields(scenario.model_dump(mode="json"))
+    return {"fingerprint": fingerprint(fields), "fields": fields, "rounds": scenario.rounds}
+
+
+def refusal(record: dict, scenario: Scenario, checkpoint_round: int) -> str | None:
+    """Why ``scenario`` cannot resume from a checkpoint written with ``record``, or None when it can."""
+    now = scenario_record(scenario)
+    if now["fingerprint"] != record.get("fingerprint"):
+        saved = record.get("fields") if isinstance(record.get("fields"), dict) else {}
+        changed = sorted(k for k in set(saved) | set(now["fields"])
+                         if k not in RESUMABLE and saved.get(k, "<absent>") != now["fields"].get(k, "<absent>"))
+        names = ", ".join(changed) if changed else "unknown fields"
+        return (f"scenario.yaml differs from the scenario of the checkpoint in {names}; a resume may only "
+                f"change {', '.join(RESUMABLE)} (start a new run to change anything else)")
+    saved_rounds = record.get("rounds")
+    if not isinstance(saved_rounds, int) or scenario.rounds < saved_rounds:
+        return (f"rounds: lowered from {saved_rounds} to {scenario.rounds}; a resume may raise rounds "
+                f"(extending the run) but not lower it (the checkpoint is at round {checkpoint_round})")
+    return None

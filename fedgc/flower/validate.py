@@ -1,0 +1,85 @@
+"""What the server checks in a client's training reply besides the update blob (``codec`` checks that):
+the reply answers this round's message, and its metrics are in range and consistent with the update.
+
+Every violation raises ``CodecError(reason)``: the strategy rejects the reply and counts the reason.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from flwr.app import Message, MetricRecord
+
+from fedgc.compress.payloads import DensePayload, Payload, SparsePayload, decompress
+from fedgc.compress.update import payload_elements
+from fedgc.flower import keys
+from fedgc.wire.codec import CodecError
+
+
+def check_reply_to(reply: Message, sent: Message | None) -> None:
+    """``reply`` must answer ``sent``, the message this round sent to its node. Every Flower grid
+    writes the message id into the message it pushes, so a reply to an earlier round's message (a
+    replay, or one that arrived after its round closed) names another id."""
+    expected = sent.metadata.message_id if sent is not None else ""
+    got = reply.metadata.reply_to_message_id
+    if not expected or got != expected:
+        raise CodecError("stale-reply", f"reply to message {got!r}, this round sent {expected!r}")
+
+
+def _integer(metrics: MetricRecord, key: str, reason: str = "bad-metrics") -> int | None:
+    """The metric as an int (an integral float is accepted), None when absent."""
+    value = metrics.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CodecError(reason, f"{key} is not a number")
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise CodecError(reason, f"{key}={value} is not an integer")
+    return int(value)
+
+
+def check_metrics(metrics: MetricRecord | None, max_num_examples: int) -> int:
+    """Range checks; returns ``num-examples``, a positive integer (it weighs the update)."""
+    if metrics is None:
+        raise CodecError("missing-metrics", "reply has no 'metrics' record")
+    n = _integer(metrics, keys.NUM_EXAMPLES, "bad-num-examples")
+    if n is None or not 1 <= n <= max_num_examples:
+        raise CodecError("bad-num-examples", f"num-examples={n} outside 1…{max_num_examples}")
+    loss = metrics.get(keys.TRAIN_LOSS)
+    if loss is not None and (isinstance(loss, bool) or not isinstance(loss, (int, float))
+                             or not math.isfinite(loss) or loss < 0):
+        raise CodecError("bad-metrics", f"train-loss={loss!r} is not a finite number ≥ 0")
+    steps, samples = _integer(metrics, keys.STEPS), _integer(metrics, keys.SAMPLES)
+    if steps is not None and steps < 1:
+        raise CodecError("bad-metrics", f"steps={steps} < 1")
+    if samples is not None:
+        # Each local step draws a batch of 1…num-examples of the client's own examples.
+        low, high = (steps, steps * n) if steps is not None else (1, None)
+        if samples < low or (high is not None and samples > high):
+            raise CodecError("bad-metrics", f"samples={samples} outside {low}…{high} for {steps} steps")
+    return n
+
+
+def elements(payloads: dict[str, Payload]) -> tuple[int, int]:
+    """(entries sent, entries in the model), counted from the decoded update."""
+    return (sum(payload_elements(p) for p in payloads.values()),
+            sum(math.prod(p.shape) for p in payloads.values()))
+
+
+def check_consistency(metrics: MetricRecord, payloads: dict[str, Payload]) -> None:
+    """``elements-sent`` and ``elements-total``, when reported, must be what the update holds."""
+    sent, total = elements(payloads)
+    for key, actual in ((keys.ELEMENTS_SENT, sent), (keys.ELEMENTS_TOTAL, total)):
+        claimed = _integer(metrics, key)
+        if claimed is not None and claimed != actual:
+            raise CodecError("bad-metrics", f"{key}={claimed}, but the update holds {actual}")
+
+
+def update_norm(payloads: dict[str, Payload]) -> float:
+    """The L2 norm of the whole decoded update, in float64 (finite for any finite f32 values)."""
+    total = 0.0
+    for payload in payloads.values():
+        values = payload.values if isinstance(payload, (DensePayload, SparsePayload)) else decompress(payload)
+        total += float(values.to(torch.float64).square().sum())
+    return math.sqrt(total)

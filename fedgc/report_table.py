@@ -1,0 +1,230 @@
+"""The comparison table of ``fedgc.report``: one row per run, or per group of runs that differ only by
+``seed`` (mean ± std over the group, population std as ``numpy.std``; see docs/metrics.md)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fedgc.report import RunResult
+
+
+@dataclass(frozen=True)
+class ReportRow:
+    """One line of the comparison; raw units (accuracy 0–1, seconds, bytes) for csv and json."""
+
+    run: str
+    path: str
+    name: str
+    compressor: str
+    rounds: int
+    final_accuracy: float | None
+    best_accuracy: float | None
+    target_accuracy: float
+    time_to_target_s: float | None
+    rounds_to_target: int | None
+    sim_time_s: float
+    bytes_up: int
+    bytes_down: int
+    mb_up: float
+    mb_down: float
+    mean_achieved_density: float | None
+    compression_ratio_up: float | None
+    dropouts: int
+    discarded: int
+    failed: int
+    rejected: int
+    stopped_reason: str
+
+
+TEXT_FIELDS = ("run", "path", "name", "compressor", "stopped_reason")
+NUMERIC_FIELDS = tuple(f.name for f in fields(ReportRow) if f.name not in TEXT_FIELDS)
+
+
+def report_row(run: RunResult) -> ReportRow:
+    s = run.summary
+    densities = [r.achieved_density for r in run.rows if r.achieved_density is not None]
+    return ReportRow(
+        run=run.label, path=str(run.path), name=s.name, compressor=run.compressor, rounds=s.rounds,
+        final_accuracy=s.final_accuracy, best_accuracy=s.best_accuracy, target_accuracy=s.target_accuracy,
+        time_to_target_s=s.time_to_target_s, rounds_to_target=s.rounds_to_target, sim_time_s=s.sim_time_s,
+        bytes_up=s.bytes_up, bytes_down=s.bytes_down, mb_up=s.bytes_up / 1e6, mb_down=s.bytes_down / 1e6,
+        mean_achieved_density=sum(densities) / len(densities) if densities else None,
+        compression_ratio_up=s.compression_ratio_up, dropouts=s.clients_dropped,
+        discarded=s.clients_discarded, failed=s.clients_failed,
+        rejected=s.updates_rejected, stopped_reason=s.stopped_reason)
+
+
+# --- groups of seeds -------------------------------------------------------------------------------
+
+def _without_seed(scenario: dict) -> str:
+    return json.dumps({k: v for k, v in scenario.items() if k != "seed"}, sort_keys=True, default=str)
+
+
+def group_runs(runs: list[RunResult]) -> list[list[RunResult]]:
+    """Runs whose ``scenario.yaml`` is the same once ``seed`` is removed, in order of first appearance."""
+    groups: dict[str, list[RunResult]] = {}
+    for run in runs:
+        groups.setdefault(_without_seed(run.scenario), []).append(run)
+    return list(groups.values())
+
+
+def _group_label(runs: list[RunResult]) -> str:
+    stripped = {",".join(p for p in r.label.split(",") if not re.fullmatch(r"seed=[^,/]*", p)) for r in runs}
+    label = stripped.pop() if len(stripped) == 1 else ""
+    return label or runs[0].summary.name
+
+
+@dataclass(frozen=True)
+class Stat:
+    mean: float | None
+    std: float | None
+    count: int  # runs with a value (time to target: those that reached it)
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    """A group of n ≥ 1 runs: ``row`` holds the text fields (and, for n = 1, the run's own values)."""
+
+    row: ReportRow
+    n: int
+    seeds: tuple[Any, ...]
+    stats: dict[str, Stat]
+
+
+def _stat(values: list[float | None]) -> Stat:
+    present = [float(v) for v in values if v is not None and math.isfinite(v)]
+    if not present:
+        return Stat(None, None, 0)
+    mean = sum(present) / len(present)
+    return Stat(mean, math.sqrt(sum((v - mean) ** 2 for v in present) / len(present)), len(present))
+
+
+def group_row(runs: list[RunResult]) -> GroupRow:
+    rows = [report_row(r) for r in runs]
+    stats = {name: _stat([getattr(row, name) for row in rows]) for name in NUMERIC_FIELDS}
+    seeds = tuple(r.scenario.get("seed") for r in runs)
+    if len(rows) == 1:
+        return GroupRow(rows[0], 1, seeds, stats)
+    reasons = sorted({row.stopped_reason for row in rows})
+    first = rows[0]
+    text = {"run": _group_label(runs), "path": ";".join(row.path for row in rows), "name": first.name,
+            "compressor": first.compressor, "stopped_reason": ",".join(reasons)}
+    return GroupRow(ReportRow(**text, **{name: stats[name].mean for name in NUMERIC_FIELDS}), len(rows), seeds, stats)
+
+
+# --- rendering -------------------------------------------------------------------------------------
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.1f}%"
+
+
+def _mb(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}" if value < 10 else f"{value:,.1f}"
+
+
+def _seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.1f}"
+
+
+def _count(value: float | None) -> str:
+    return "—" if value is None else str(int(value)) if float(value).is_integer() else f"{value:.1f}"
+
+
+NUMERIC_COLUMNS = (  # (markdown header, field, format of a value)
+    ("rounds", "rounds", _count),
+    ("final acc", "final_accuracy", _pct),
+    ("best acc", "best_accuracy", _pct),
+    ("target", "target_accuracy", _pct),
+    ("time to target (s)", "time_to_target_s", _seconds),
+    ("rounds to target", "rounds_to_target", _count),
+    ("sim time (s)", "sim_time_s", _seconds),
+    ("MB up", "mb_up", _mb),
+    ("MB down", "mb_down", _mb),
+    ("density", "mean_achieved_density", lambda v: "—" if v is None else f"{v:.3g}"),
+    ("compression ratio", "compression_ratio_up", lambda v: "—" if v is None else f"{v:.1f}×"),
+    ("dropouts", "dropouts", _count),
+    ("discarded", "discarded", _count),
+    ("failed", "failed", _count),
+    ("rejected", "rejected", _count),
+)
+
+TABLE_NOTE = ("Accuracy: final and best test accuracy. Time to target: simulated seconds until the first round "
+              "at or above the target (— never reached). Density: mean achieved density of the applied updates. "
+              "Compression ratio: dense fp32 upload bytes / actual upload bytes. Dropouts: clients cut or late. "
+              "Discarded: clients still running when the first K updates were in (over-selection), not dropouts.")
+
+GROUP_NOTE = ("Rows with n > 1 group runs that differ only by seed: mean ± std (population std, as numpy.std) "
+              "over the n runs (no ± when they all agree); (k/n): only k of the runs have a value (e.g. reached the "
+              "target).")
+
+
+def _cell(group: GroupRow, name: str, fmt) -> str:
+    if group.n == 1:
+        return fmt(getattr(group.row, name))
+    stat = group.stats[name]
+    if stat.mean is None:
+        return "—"
+    text = fmt(stat.mean) if stat.std == 0 else f"{fmt(stat.mean)} ± {fmt(stat.std)}"
+    return text if stat.count == group.n else f"{text} ({stat.count}/{group.n})"
+
+
+def to_markdown(groups: list[GroupRow], plot_files: tuple[str, ...] = ()) -> str:
+    grouped = any(g.n > 1 for g in groups)
+    headers = ["run", "compressor"] + (["n"] if grouped else []) + [h for h, _, _ in NUMERIC_COLUMNS]
+    lines = ["| " + " | ".join(headers) + " |",
+             "|" + "|".join("---" if i < 2 else "---:" for i in range(len(headers))) + "|"]
+    for g in groups:
+        cells = [g.row.run + (" †" if g.row.stopped_reason != "completed" else ""), g.row.compressor]
+        cells += [str(g.n)] if grouped else []
+        cells += [_cell(g, name, fmt) for _, name, fmt in NUMERIC_COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    notes = ["", TABLE_NOTE] + ([GROUP_NOTE] if grouped else [])
+    notes += [f"† {g.row.run}: stopped early ({g.row.stopped_reason})."
+              for g in groups if g.row.stopped_reason != "completed"]
+    notes += [f"\n![{name}]({name})" for name in plot_files]
+    return "\n".join(lines + notes) + "\n"
+
+
+def _finite(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _record(group: GroupRow, grouped: bool) -> dict[str, Any]:
+    """The row's fields; when any group has n > 1 also ``n``, ``seeds`` and ``<field>_std``,
+    ``<field>_n`` for every numeric field (the field itself then holds the mean)."""
+    record = {k: _finite(v) for k, v in asdict(group.row).items()}
+    if grouped:
+        record["n"], record["seeds"] = group.n, list(group.seeds)
+        for name in NUMERIC_FIELDS:
+            stat = group.stats[name]
+            record[f"{name}_std"], record[f"{name}_n"] = _finite(stat.std), stat.count
+    return record
+
+
+def to_csv(groups: list[GroupRow]) -> str:
+    grouped = any(g.n > 1 for g in groups)
+    records = [_record(g, grouped) for g in groups]
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(list(records[0]) if records else [f.name for f in fields(ReportRow)])
+    for record in records:
+        writer.writerow(["" if v is None else ";".join(map(str, v)) if isinstance(v, list) else v
+                         for v in record.values()])
+    return out.getvalue()
+
+
+def to_json(groups: list[GroupRow]) -> str:
+    grouped = any(g.n > 1 for g in groups)
+    return json.dumps([_record(g, grouped) for g in groups], indent=2) + "\n"
+
+
+def render(rows: list[ReportRow | GroupRow], fmt: str, plot_files: tuple[str, ...] = ()) -> str:
+    groups = [r if isinstance(r, GroupRow) else GroupRow(r, 1, (), {}) for r in rows]
+    return to_markdown(groups, plot_files) if fmt == "md" else to_csv(groups) if fmt == "csv" else to_json(groups)

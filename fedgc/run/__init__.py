@@ -1,0 +1,1 @@
+"""The Flower-free core of one run: the parts every engine and both apps derive from a scenario."""

@@ -1,0 +1,126 @@
+"""Run folders: each run writes a folder of its own, and one process at a time writes a folder.
+
+- ``new_run_folder``: the default ``runs/<name>-<timestamp>`` is created with ``mkdir`` (which fails if
+  the folder exists, atomically), with ``-2``, ``-3``, ... appended on a collision, so two runs started
+  in the same second get two folders. An explicit ``--out`` is used if it is missing or empty; a folder
+  holding anything is refused, unless ``overwrite``, which clears it first (only a folder that looks
+  like fedgc's: it holds ``scenario.yaml``, ``report.md`` or the lock file; never an arbitrary folder).
+- ``RunLock``: an exclusive ``fcntl.flock`` on ``<folder>/.fedgc.lock``, held while a run (or a resume,
+  or a sweep) writes the folder. A second process gets ``RunFolderError`` at once. The kernel drops
+  the lock when the process ends, however it ends, so a killed run never leaves a stale lock.
+
+Every ``RunFolderError`` is one line (the CLI prints it with exit code 2).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import time
+from pathlib import Path
+
+LOCK_NAME = ".fedgc.lock"
+FEDGC_MARKERS = ("scenario.yaml", "report.md", LOCK_NAME)
+
+
+class RunFolderError(ValueError):
+    """A run folder cannot be used; ``str(err)`` is one line."""
+
+
+class RunLock:
+    """An exclusive lock on a run folder for the life of this object (or of the process)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        path = folder / LOCK_NAME
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise RunFolderError(f"{folder}: cannot create its lock file ({err.strerror})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise RunFolderError(f"{folder} is in use by another fedgc process (pid {holder}); "
+                                 "wait for it to end, or use another folder") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the last descriptor drops the flock
+            self._fd = None
+
+    def __enter__(self) -> RunLock:  # noqa: PYI034 — typing.Self needs Python 3.11
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _contents(folder: Path) -> list[Path]:
+    return [p for p in folder.iterdir() if p.name != LOCK_NAME]
+
+
+def _clear(folder: Path) -> None:
+    for path in _contents(folder):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+def claim_folder(folder: Path, *, overwrite: bool = False) -> RunLock:
+    """Create ``folder`` (or take it when empty), lock it and return the lock. A folder that holds
+    anything is refused, or with ``overwrite`` cleared (after the lock is held, so a running run's
+    folder is never cleared)."""
+    if folder.exists() and not folder.is_dir():
+        raise RunFolderError(f"--out {folder}: exists and is not a folder")
+    was_fedgc = folder.is_dir() and any((folder / m).exists() for m in FEDGC_MARKERS)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise RunFolderError(f"--out {folder}: cannot create it ({err.strerror})") from None
+    lock = RunLock(folder)
+    try:
+        if _contents(folder):
+            if not overwrite:
+                raise RunFolderError(f"--out {folder} already holds files (another run's?): choose a new "
+                                     "folder, or add --overwrite to clear it first")
+            if not was_fedgc:
+                raise RunFolderError(f"--out {folder} holds files but is not a fedgc run or sweep folder: "
+                                     "--overwrite clears only those; choose another folder")
+            _clear(folder)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def new_run_folder(name: str, parent: Path = Path("runs")) -> tuple[Path, RunLock]:
+    """A folder ``parent/<name>-<timestamp>[-N]`` that did not exist before this call, locked."""
+    base = f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise RunFolderError(f"{parent}: cannot create it ({err.strerror})") from None
+    for number in range(1, 10_000):
+        folder = parent / (base if number == 1 else f"{base}-{number}")
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        except OSError as err:
+            raise RunFolderError(f"{folder}: cannot create it ({err.strerror})") from None
+        return folder, RunLock(folder)
+    raise RunFolderError(f"{parent}: no free folder name for {base}")
+
+
+def lock_existing(folder: Path) -> RunLock:
+    """Lock a run folder that must already exist (``--resume``)."""
+    if not folder.is_dir():
+        raise RunFolderError(f"--resume {folder}: no such run folder")
+    return RunLock(folder)

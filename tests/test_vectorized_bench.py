@@ -1,0 +1,38 @@
+"""bench/gpu.py runs end to end on the CPU at --quick sizes and prints its JSON figures last."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "gpu.py"
+
+
+def test_gpu_bench_quick_on_the_cpu():
+    done = subprocess.run([sys.executable, str(BENCH), "--quick", "--device", "cpu", "--workloads", "cnn10,2nn100"],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert figures["device"] == "cpu" and figures["targets_met"] is None
+    for name in ("cnn10", "2nn100"):
+        work = figures[name]
+        for way in ("bare_loop", "bare_vmap", "fedgc_sequential", "fedgc_vectorized"):
+            assert work[f"{way}_s"] > 0
+        assert work["max_abs_delta_diff_seq_vs_vec"] < 1e-5  # the two executors agree on the bench's data
+    assert figures["2nn100"]["fedgc_cpu_sequential_s"] == figures["2nn100"]["fedgc_sequential_s"]
+    assert figures["notices"] == []
+
+
+def test_gpu_bench_cuda_without_a_gpu_is_a_one_line_error():
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    done = subprocess.run([sys.executable, str(BENCH), "--quick", "--device", "cuda"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "CUDA is not available" in done.stderr
