@@ -4,6 +4,7 @@
     fedgc check SCENARIO [options]   validate it and its data without training (= ... --check)
     fedgc report RUN [RUN ...]       summarize runs (= python -m fedgc.report ...)
     fedgc fetch ITEM [--dir D]       download data sets and traces (docs/data-and-models.md)
+    fedgc export-data SCENARIO --out D   write partitions as device data (docs/deploy-edge.md)
 
 This module only dispatches: each subcommand's options are those of the module it calls.
 It must stay importable by old Pythons, so that they get a one-line message instead of a traceback.
@@ -14,7 +15,7 @@ import sys
 MIN_PYTHON = (3, 11)  # flwr 1.41 requires Python >= 3.11 (keep equal to requires-python in pyproject.toml)
 
 USAGE = __doc__.split("\n\n")[1].rstrip() + "\n"
-COMMANDS = ("run", "check", "report", "fetch")
+COMMANDS = ("run", "check", "report", "fetch", "export-data")
 
 
 def _run(argv):
@@ -37,7 +38,12 @@ def _fetch(argv):
     return main(argv)
 
 
-DISPATCH = {"run": _run, "check": _check, "report": _report, "fetch": _fetch}
+def _export_data(argv):
+    from fedgc.export_data import main
+    return main(argv)
+
+
+DISPATCH = {"run": _run, "check": _check, "report": _report, "fetch": _fetch, "export-data": _export_data}
 
 
 def main(argv=None):

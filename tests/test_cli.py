@@ -36,6 +36,7 @@ def fedgc(*args: str, cwd: Path | None = None, env: dict | None = None, drop: tu
     (["check", "s.yaml", "--set", "rounds=2"], "fedgc.simulate", ["s.yaml", "--set", "rounds=2", "--check"]),
     (["report", "r1", "r2", "--format", "csv"], "fedgc.report", ["r1", "r2", "--format", "csv"]),
     (["fetch", "traces", "--dir", "d"], "fedgc.fetch", ["traces", "--dir", "d"]),
+    (["export-data", "s.yaml", "--out", "d"], "fedgc.export_data", ["s.yaml", "--out", "d"]),
 ])
 def test_subcommands_pass_their_arguments_unchanged(monkeypatch, argv, module, expected):
     seen = []
@@ -48,7 +49,7 @@ def test_help_and_unknown_commands():
     proc = fedgc("--help")
     assert proc.returncode == 0 and all(f"fedgc {c} " in proc.stdout for c in cli.COMMANDS)
     proc = fedgc("train", "x.yaml")
-    assert proc.returncode == 2 and proc.stderr == "fedgc: unknown command 'train' (expected one of: run, check, report, fetch)\n"
+    assert proc.returncode == 2 and proc.stderr == "fedgc: unknown command 'train' (expected one of: run, check, report, fetch, export-data)\n"
     assert fedgc().returncode == 2
 
 

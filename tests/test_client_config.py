@@ -120,7 +120,8 @@ def test_the_message_alone_gives_the_same_reply_as_the_scenario(name):
     TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, 1
     model = build_model_for(scenario)
     weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    strategy = build_strategy(scenario, {k: tuple(v.shape) for k, v in weights.items()}, SelectionPolicy(1.0),
+    strategy = build_strategy(scenario, federated_data(scenario), {k: tuple(v.shape) for k, v in weights.items()},
+                              SelectionPolicy(1.0),
                               NODES, server_optimizer(scenario), np.random.default_rng(0))
     arrays = ArrayRecord(weights)
     old_contexts = {n: _context(n, scenario) for n in range(1, NODES + 1)}
@@ -137,14 +138,14 @@ def test_the_message_alone_gives_the_same_reply_as_the_scenario(name):
             assert dict(new_contexts[node].state.items()).keys() == dict(old_contexts[node].state.items()).keys()
     # The decoy's settings would have given another reply: the client did not read them.
     decoy_msg = _messages(scenario, 4, strategy, arrays)[0]
-    decoy_msg.content.config_records[keys.CLIENT_CONFIG] = client_config_record(DECOY)
+    decoy_msg.content.config_records[keys.CLIENT_CONFIG] = client_config_record(DECOY, (1, 8, 8), 10)
     fresh = _context(1, scenario)
     assert _reply_bytes(fedgc_client.train(decoy_msg, fresh)) != _reply_bytes(old_train(decoy_msg, _context(1, scenario)))
 
 
 def test_record_round_trips_and_holds_only_the_compressors_options():
     scenario = SCENARIOS["dgc"]
-    record = client_config_record(scenario)
+    record = client_config_record(scenario, (1, 8, 8), 10)
     assert record[keys.CC_VERSION] == 1 and record[keys.CC_COMPRESSOR] == "dgc"
     options = {k[2:] for k in record if k.startswith(keys.CC_COMPRESSION_PREFIX)}
     assert options == set(client_option_names("dgc")) and "clip_norm" in options and "qsgd_levels" not in options
@@ -154,7 +155,7 @@ def test_record_round_trips_and_holds_only_the_compressors_options():
             settings.momentum, settings.weight_decay) == ("mlp", 7, 3, None, 16, 0.1, 0.5, 1e-4)
     for option in client_option_names("dgc"):
         assert getattr(settings.compression, option) == getattr(scenario.compression, option)
-    epochs = read_client_config(client_config_record(SCENARIOS["qsgd-epochs"]))
+    epochs = read_client_config(client_config_record(SCENARIOS["qsgd-epochs"], (1, 8, 8), 10))
     assert (epochs.local_steps, epochs.epochs, epochs.compression.qsgd_levels) == (None, 0.5, 7)
 
 
@@ -174,7 +175,7 @@ def test_every_compression_option_reaches_the_client_that_reads_it():
     (lambda r: r.__setitem__("c.momentum", 1.5), "compression options"),
 ])
 def test_a_bad_client_config_is_refused(change, error):
-    record = ConfigRecord(dict(client_config_record(SCENARIOS["dgc"])))
+    record = ConfigRecord(dict(client_config_record(SCENARIOS["dgc"], (1, 8, 8), 10)))
     change(record)
     with pytest.raises(ClientConfigError, match=error):
         read_client_config(record)

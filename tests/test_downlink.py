@@ -130,7 +130,7 @@ def train_message(node: int, model: dict[str, torch.Tensor], server_round: int, 
     config = ConfigRecord({"server-round": server_round, "density": 0.05, "num-clients": 1, "applied-rounds": []})
     content = RecordDict({"arrays": ArrayRecord({k: v.contiguous() for k, v in model.items()}), "config": config})
     if scenario is not None:  # the ClientApp runs: its settings travel in the message
-        content["client-config"] = client_config_record(validate(scenario))
+        content["client-config"] = client_config_record(validate(scenario), (1, 8, 8), 10)  # digits
     return Message(content=content, message_type=MessageType.TRAIN, dst_node_id=node)
 
 

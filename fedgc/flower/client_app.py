@@ -7,8 +7,9 @@ the memory, so an upload that was cut or late is never lost.
 
 The client's training and compression settings come from the message (its ``client-config``
 record, docs/client-protocol.md), as for a client in any language; the scenario in the run config is
-read only for the simulated data partition (``simulation_partition``) and, with downlink compression,
-the initial replica (``fedgc.flower.downlink_mod``).
+read only for the simulated data partition (``simulation_partition``: a device started with
+``--node-config "data-dir=DIR"`` trains on its own ``DIR/train.npz`` instead) and, with downlink
+compression, the initial replica (``fedgc.flower.downlink_mod``).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from flwr.clientapp import ClientApp
 from fedgc.compress.base import CompressionContext
 from fedgc.compress.memory import Memory
 from fedgc.compress.update import build_compression, compress_update
-from fedgc.data import ArrayDataset, FederatedData
+from fedgc.data import ArrayDataset
+from fedgc.data.device import TRAIN_FILE, check_fits, load_device_data
 from fedgc.flower import keys
-from fedgc.flower.client_config import read_client_config
+from fedgc.flower.client_config import ClientSettings, read_client_config
 from fedgc.flower.client_state import pack_state, unpack_state
 from fedgc.flower.codec import encode_update
 from fedgc.flower.downlink_mod import downlink_mod
@@ -33,6 +35,7 @@ from fedgc.models import build_model
 from fedgc.run.parts import client_seed, federated_data
 from fedgc.training import LocalTrainResult, steps_for_epochs, train_local
 
+DATA_DIR = "data-dir"  # node config: the folder holding the device's own train.npz
 MEMORY_KEY = "fedgc.memory"
 PENDING_KEY = "fedgc.pending"
 
@@ -57,24 +60,37 @@ def settle_pending(memory: Memory, pending: dict[str, torch.Tensor], applied_rou
             memory.restore(name, sent)
 
 
-def simulation_partition(context: Context) -> tuple[ArrayDataset, FederatedData]:
-    """SIMULATION ONLY: this node's data partition (and the run's dataset, for the model's input
-    shape and classes), from the scenario's ``data`` section in the run config and the node's
-    ``partition-id``. A real device holds its own data and never reads a scenario; nothing else of
-    the scenario is read by the client: its settings arrive in the message (``keys.CLIENT_CONFIG``)."""
+def local_data(context: Context, settings: ClientSettings) -> ArrayDataset:
+    """The examples this node trains on: on a device started with ``--node-config "data-dir=DIR ..."``
+    its own ``DIR/train.npz`` (``fedgc.data.device``), checked against the model in the message;
+    otherwise (simulation) partition ``partition-id`` of the scenario's seeded split."""
+    data_dir = context.node_config.get(DATA_DIR)
+    if data_dir:
+        local = load_device_data(str(data_dir))
+        check_fits(local, settings.input_shape, settings.num_classes, f"{data_dir}/{TRAIN_FILE}")
+        return local
+    return simulation_partition(context)
+
+
+def simulation_partition(context: Context) -> ArrayDataset:
+    """SIMULATION ONLY: this node's data partition, from the scenario's ``data`` section in the run
+    config and the node's ``partition-id``. A device with ``data-dir`` never reads a scenario; nothing
+    else of the scenario is read by the client: its settings arrive in the message (``keys.CLIENT_CONFIG``)."""
     data = federated_data(scenario_from_run_config(context.run_config))
-    return data.partitions[int(context.node_config["partition-id"])], data
+    return data.partitions[int(context.node_config["partition-id"])]
 
 
-def local_update(msg: Message, context: Context) -> tuple[dict[str, torch.Tensor], LocalTrainResult, torch.Generator]:
+def local_update(msg: Message, context: Context, local: ArrayDataset | None = None
+                 ) -> tuple[dict[str, torch.Tensor], LocalTrainResult, torch.Generator]:
     """Train on the received global model; the round update (pseudo-gradient) Δ = w_global − w_local,
-    what the server subtracts scaled by its learning rate. A pure function of the message and the
-    node: the same message gives the same Δ (the returned generator continues the round's stream)."""
+    what the server subtracts scaled by its learning rate. A pure function of the message, the node
+    and its data (``local``, default ``local_data``): the same message gives the same Δ (the returned
+    generator continues the round's stream)."""
     settings = read_client_config(msg.content.config_records.get(keys.CLIENT_CONFIG))
-    local, data = simulation_partition(context)
+    local = local_data(context, settings) if local is None else local
     partition = int(context.node_config["partition-id"])
     server_round = int(msg.content.config_records[keys.CONFIG][keys.SERVER_ROUND])
-    model = build_model(settings.model, data.input_shape, data.num_classes, settings.seed,
+    model = build_model(settings.model, settings.input_shape, settings.num_classes, settings.seed,
                         options=settings.model_options)
     model.load_state_dict(msg.content.array_records[keys.ARRAYS].to_torch_state_dict())
     start = {name: t.detach().clone() for name, t in model.state_dict().items()}
@@ -89,7 +105,7 @@ def local_update(msg: Message, context: Context) -> tuple[dict[str, torch.Tensor
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     settings = read_client_config(msg.content.config_records.get(keys.CLIENT_CONFIG))
-    local, _ = simulation_partition(context)
+    local = local_data(context, settings)
     config = msg.content.config_records[keys.CONFIG]
     server_round = int(config[keys.SERVER_ROUND])
 
@@ -97,7 +113,7 @@ def train(msg: Message, context: Context) -> Message:
     memory.load_state_dict(_load_tensors(context, MEMORY_KEY))
     settle_pending(memory, _load_tensors(context, PENDING_KEY), {int(r) for r in config.get(keys.APPLIED_ROUNDS, [])})
 
-    delta, result, generator = local_update(msg, context)
+    delta, result, generator = local_update(msg, context, local)
     ctx = CompressionContext(round=server_round, density=float(config[keys.DENSITY]), generator=generator,
                              num_clients=int(config[keys.NUM_CLIENTS]))
     compressed = compress_update(delta, compressor, memory, ctx,

@@ -62,6 +62,8 @@ class ClientSettings:
 
     model: str
     model_options: dict[str, Any]
+    input_shape: tuple[int, ...]
+    num_classes: int
     seed: int
     local_steps: int | None
     epochs: float | None
@@ -78,12 +80,15 @@ def client_options(compression: CompressionConfig) -> dict[str, Any]:
     return {name: dumped[name] for name in client_option_names(compression.name) if dumped[name] is not None}
 
 
-def client_config_record(scenario: Scenario) -> ConfigRecord:
-    """The client-config record of every training message of ``scenario``'s run."""
+def client_config_record(scenario: Scenario, input_shape: tuple[int, ...], num_classes: int) -> ConfigRecord:
+    """The client-config record of every training message of ``scenario``'s run, whose data has
+    examples of ``input_shape`` and ``num_classes`` classes."""
     c = scenario.client
     record: dict[str, Any] = {keys.CC_VERSION: keys.CLIENT_CONFIG_VERSION, keys.CC_MODEL: scenario.model.name}
     if scenario.model.options:
         record[keys.CC_MODEL_OPTIONS] = json.dumps(scenario.model.options, sort_keys=True)
+    record[keys.CC_INPUT_SHAPE] = [int(d) for d in input_shape]
+    record[keys.CC_NUM_CLASSES] = int(num_classes)
     record[keys.CC_SEED] = int(scenario.seed)
     if c.local_steps is not None:
         record[keys.CC_LOCAL_STEPS] = int(c.local_steps)
@@ -132,7 +137,14 @@ def read_client_config(record: ConfigRecord | None) -> ClientSettings:
     if (steps is None) == (epochs is None):
         raise ClientConfigError("client-config needs exactly one of 'local-steps' and 'epochs'")
     model_options = json.loads(_get(record, keys.CC_MODEL_OPTIONS, str)) if keys.CC_MODEL_OPTIONS in record else {}
+    input_shape = _get(record, keys.CC_INPUT_SHAPE, list)
+    if not input_shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in input_shape):
+        raise ClientConfigError(f"client-config {keys.CC_INPUT_SHAPE!r} is {input_shape!r}, not a list of positive ints")
+    num_classes = _get(record, keys.CC_NUM_CLASSES, int)
+    if num_classes < 1:
+        raise ClientConfigError(f"client-config {keys.CC_NUM_CLASSES!r} is {num_classes}, not a positive int")
     return ClientSettings(model=_get(record, keys.CC_MODEL, str), model_options=model_options,
+                          input_shape=tuple(input_shape), num_classes=num_classes,
                           seed=_get(record, keys.CC_SEED, int), local_steps=steps, epochs=epochs,
                           batch_size=_get(record, keys.CC_BATCH_SIZE, int),
                           lr=float(_get(record, keys.CC_LR, (int, float))),

@@ -21,6 +21,7 @@ from flwr.serverapp import Grid
 
 from fedgc.compress.base import DensePayload
 from fedgc.compress.warmup import recorded_density
+from fedgc.data import FederatedData
 from fedgc.flower import checkpoint, keys
 from fedgc.flower.client_config import client_config_record
 from fedgc.flower.codec import encode_update
@@ -106,8 +107,8 @@ def round_record(server_round: int, attempt: int, stats: AggregationStats, excha
     return record
 
 
-def build_strategy(scenario: Scenario, shapes: dict[str, tuple[int, ...]], policy: SelectionPolicy,
-                   total_nodes: int, optimizer, rng: np.random.Generator) -> FedgcStrategy:
+def build_strategy(scenario: Scenario, data: FederatedData, shapes: dict[str, tuple[int, ...]],
+                   policy: SelectionPolicy, total_nodes: int, optimizer, rng: np.random.Generator) -> FedgcStrategy:
     """The strategy that selects, builds the training messages (``configure``: each carries the
     scenario's client config, ``fedgc.flower.client_config``) and aggregates the replies."""
     s = scenario.strategy
@@ -115,7 +116,7 @@ def build_strategy(scenario: Scenario, shapes: dict[str, tuple[int, ...]], polic
                          density_for_round=density_schedule(scenario), max_num_examples=s.max_num_examples,
                          clip_update_norm=s.clip_update_norm, norm_bound_factor=s.norm_bound_factor,
                          max_weight_share=s.max_weight_share, aggregation=s.aggregation,
-                         trim_fraction=s.trim_fraction, client_config=client_config_record(scenario))
+                         trim_fraction=s.trim_fraction, client_config=client_config_record(scenario, data.input_shape, data.num_classes))
 
 
 def run_rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, *, measured: bool = False,
@@ -144,7 +145,8 @@ def run_rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, *, mea
     if downlink is not None:  # nodes that announced no replica (query.partition): their first download is whole
         downlink.unsure |= set(getattr(transport, "without_replica", ()))
     optimizer = server_optimizer(scenario)
-    strategy = build_strategy(scenario, shapes, policy, len(nodes), optimizer, np.random.default_rng(rng.integers(2**63)))
+    strategy = build_strategy(scenario, data, shapes, policy, len(nodes), optimizer,
+                              np.random.default_rng(rng.integers(2**63)))
     # Every stateful part of the run, by its name in a checkpoint (None: not in this run). The
     # transport reports the clients' states: the inline grid holds them, the partition grid asks the nodes.
     parts = {"strategy": strategy, "optimizer": optimizer, "network": network, "downlink": downlink,
