@@ -48,7 +48,7 @@ def compressor_vectors() -> None:
     wide = {"m": (8, 6), "b": (3,)}
     wide_tensors = {k: torch.randn(s, generator=g).mul(8).round().div(8) for k, s in wide.items()}
     index = {"w": (4, 16), "tie": (16,), "bitmap": (8,)}
-    # distinct magnitudes: top-k's choice among equal magnitudes is not specified (docs/wire-format.md)
+    # ±x pairs: equal magnitudes, so the vectors also pin top-k's tie rule (lowest index first; "tie" keeps 7.5, not -7.5)
     index_tensors = {k: torch.randperm(int(np.prod(s)), generator=g).float().sub(7.5).reshape(s)
                      for k, s in index.items()}
     cases = [  # (file, kind, compressor, extra config, deterministic?, shapes, tensors)

@@ -14,6 +14,7 @@ from fedgc.compress.base import CompressionContext, LowRankPayload, VotePayload
 from fedgc.compress.bits import PackingError, pack_bits, pack_trits, pack_uint, unpack_bits, unpack_trits, unpack_uint
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.memory import NoMemory
+from fedgc.compress.topk import topk_indices
 from fedgc.compress.update import build_compression, compress_update
 from fedgc.wire.codec import encode_bytes
 
@@ -210,3 +211,22 @@ def test_fp16_values_saturate_at_65504_and_the_residual_keeps_the_excess(name):
                      if k.startswith(("residual/", "dgc_velocity/"))}
         if name != "fp16":  # every method with a memory: sent + residual == what was to be sent
             assert torch.allclose(out.sent[key] + residuals[key], grad, rtol=0, atol=0.05)
+
+
+@pytest.mark.parametrize("name", ["topk", "stc", "dgc"])
+def test_top_k_takes_the_lowest_indices_among_equal_magnitudes(name):
+    """Ties at the k-th magnitude go to the lowest indices (the rule a client in any language
+    reproduces); larger entries are always in, NaN above every number."""
+    flat = torch.tensor([0.5, -2.0, 1.0, -1.0, 3.0, 1.0, float("nan"), -1.0, 0.25, 1.0] * 200)
+    payload = build_compression(CompressionConfig(name=name, density=0.375, sample_ratio=1.0))[0].compress(
+        flat, "w", CompressionContext(density=0.375, generator=torch.Generator().manual_seed(0)))
+    k = 750  # 0.375 · 2000: the 200 NaN, 200 × 3.0, 200 × -2.0, then 150 of the 1,000 entries of magnitude 1
+    larger = [i for i in range(2000) if i % 10 in (1, 4, 6)]
+    tied = [i for i in range(2000) if i % 10 in (2, 3, 5, 7, 9)][:150]
+    assert payload.indices.tolist() == sorted(larger + tied) and len(larger + tied) == k
+
+
+def test_top_k_of_a_tensor_without_ties_is_torch_topk():
+    flat = torch.randn(10_000, generator=torch.Generator().manual_seed(3))
+    expected = torch.topk(flat.abs(), 77).indices.sort().values
+    assert torch.equal(topk_indices(flat, 77), expected)

@@ -16,7 +16,7 @@ import torch
 from fedgc.compress.base import CompressionContext, Compressor, SparsePayload
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.dgc_memory import DGCMemory
-from fedgc.compress.topk import k_for
+from fedgc.compress.topk import k_for, topk_indices
 
 MIN_SAMPLES = 1_000  # fewest entries sampled to estimate the threshold; tensors this small use exact top-k
 LOWER_RATIO = 0.8  # fewer than LOWER_RATIO·k candidates: lower the threshold and count again
@@ -60,7 +60,7 @@ def sampled_topk_indices(
         return torch.arange(numel, dtype=torch.int64, device=flat.device), 0
     num_samples = min(numel, max(MIN_SAMPLES, math.ceil(sample_ratio * numel)))
     if num_samples >= numel:  # exact top-k (sample_ratio = 1.0 or a small tensor)
-        return torch.topk(flat.abs(), k, sorted=False).indices.sort().values, 1
+        return topk_indices(flat, k), 1
     picks = torch.randint(numel, (num_samples,), generator=generator, device=generator.device)
     sample = flat[picks.to(flat.device)].abs()
     top_in_sample = max(1, math.ceil(num_samples * k / numel))

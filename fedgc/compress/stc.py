@@ -12,7 +12,7 @@ import torch
 
 from fedgc.compress.base import CompressionContext, Compressor, SparseTernaryPayload
 from fedgc.compress.bits import pack_bits
-from fedgc.compress.topk import k_for
+from fedgc.compress.topk import k_for, topk_indices
 
 
 class STC(Compressor):
@@ -21,7 +21,7 @@ class STC(Compressor):
     def compress(self, tensor: torch.Tensor, name: str, ctx: CompressionContext) -> SparseTernaryPayload:
         flat = tensor.detach().flatten().to(torch.float32)
         k = k_for(flat.numel(), ctx.density)
-        indices = torch.topk(flat.abs(), k, sorted=False).indices.sort().values
+        indices = topk_indices(flat, k)
         values = flat[indices]
         return SparseTernaryPayload(indices=indices, signs=pack_bits(values < 0), scale=float(values.abs().mean()),
                                     shape=tuple(tensor.shape))

@@ -1,5 +1,9 @@
-"""``topk``: the ``k = ceil(density · n)`` entries of largest magnitude, exact (``torch.topk``).
+"""``topk``: the ``k = ceil(density · n)`` entries of largest magnitude, exact.
 
+``density`` is the round's density the server sends (``config.density``, after any warm-up), not a
+client setting. Ties are broken by index: entries of equal magnitude at the k-th place are taken
+lowest index first, so the selection is a function of the values alone (``torch.topk`` leaves that
+choice unspecified; any client in any language reproduces this rule). NaN ranks above every number.
 Sends k indices (coded by the wire codec, delta + varint or bitmap) and k fp32/fp16 values.
 Use it with error feedback so the unsent mass is not lost.
 """
@@ -17,14 +21,22 @@ def k_for(numel: int, density: float) -> int:
     return max(1, min(numel, math.ceil(density * numel)))
 
 
+def topk_indices(flat: torch.Tensor, k: int) -> torch.Tensor:
+    """Ascending indices of the ``k`` entries of ``flat`` of largest magnitude; ties at the k-th
+    magnitude go to the lowest indices, NaN ranks above every number."""
+    if k >= flat.numel():
+        return torch.arange(flat.numel(), dtype=torch.int64)
+    keys = torch.nan_to_num(flat.abs(), nan=math.inf, posinf=math.inf)
+    kth = torch.topk(keys, k, sorted=False).values.min()
+    above = torch.nonzero(keys > kth).flatten()
+    at = torch.nonzero(keys == kth).flatten()[: k - above.numel()]  # nonzero lists indices ascending
+    return torch.cat([above, at]).sort().values
+
+
 class TopK(Compressor):
     name = "topk"
 
     def compress(self, tensor: torch.Tensor, name: str, ctx: CompressionContext) -> SparsePayload:
         flat = tensor.detach().flatten()
-        k = k_for(flat.numel(), ctx.density)
-        if k == flat.numel():
-            indices = torch.arange(k, dtype=torch.int64)
-        else:
-            indices = torch.topk(flat.abs(), k, sorted=False).indices.sort().values
+        indices = topk_indices(flat, k_for(flat.numel(), ctx.density))
         return SparsePayload(indices=indices, values=flat[indices].to(torch.float32), shape=tuple(tensor.shape))
