@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 LOCK_NAME = ".fedgc.lock"
-FEDGC_MARKERS = ("scenario.yaml", "report.md", LOCK_NAME)
+CHECKPOINT = "checkpoint.pt"  # a run's last checkpoint (fedgc.flower.checkpoint writes it)
+FEDGC_MARKERS = ("scenario.yaml", "report.md", "sweep.yaml", LOCK_NAME)
 
 
 class RunFolderError(ValueError):

@@ -29,7 +29,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m fedgc.simulate", description=__doc__.splitlines()[0])
     parser.add_argument("scenario", nargs="?", help="scenario YAML file (not with --resume)")
     parser.add_argument("--resume", metavar="RUN_DIR",
-                        help="continue the run in RUN_DIR from its last checkpoint (same scenario and seed)")
+                        help="continue the run in RUN_DIR from its last checkpoint (same scenario and seed); "
+                             "given a sweep folder, finish the sweep")
     parser.add_argument("--out", help="output folder (default runs/<name>-<timestamp>); must be new or empty")
     parser.add_argument("--overwrite", action="store_true",
                         help="with --out: clear that folder first if it holds a previous run")
@@ -55,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return sweep_main(args.scenario, args.overrides, args.sweeps, args.out, args.quiet,
                           resume=args.resume, check=args.check, overwrite=args.overwrite)
+    if args.resume and args.scenario is None and not (args.out or args.overrides or args.overwrite or args.check):
+        from fedgc.sweep import is_sweep_folder, resume_sweep
+
+        if is_sweep_folder(Path(args.resume)):
+            return resume_sweep(Path(args.resume), args.quiet)
     if (args.scenario is None) == (args.resume is None):
         print("error: give a scenario file, or --resume RUN_DIR (not both)", file=sys.stderr)
         return EXIT_INVALID

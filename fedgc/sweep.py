@@ -6,6 +6,11 @@ then writes the comparison (``OUT/report.md`` and the overlay plots, see ``fedgc
 its table. ``--set`` applies to every point; a swept key wins over a ``--set`` of the same key.
 Values are parsed like ``--set`` values (YAML: numbers, booleans, null) and cannot contain commas.
 ``--seeds 0,1,2`` is ``--sweep seed=0,1,2``; the report groups runs that differ only by seed.
+
+``python -m fedgc.simulate --resume OUT`` finishes an interrupted sweep: the sweep folder keeps its
+plan (``OUT/sweep.yaml``: the scenario with the ``--set`` overrides applied, and the swept axes);
+points that finished are kept as they are, a point with a checkpoint resumes from it (same metrics
+as an uninterrupted run), and the others run from the start.
 """
 
 from __future__ import annotations
@@ -17,8 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from fedgc.metrics import Summary
 from fedgc.scenario import Scenario, ScenarioError, dump_scenario, load_tree, parse_override, set_dotted, validate
+
+MANIFEST = "sweep.yaml"  # in the sweep folder: what --resume needs to finish the sweep
 
 
 class SweepError(ValueError):
@@ -48,6 +57,10 @@ class SweepAxis:
         if repeated:
             raise SweepError(f"--sweep {spec!r}: value {repeated[0]!r} given twice")
         return cls(key, values)
+
+    @property
+    def spec(self) -> str:
+        return f"{self.key}=" + ",".join(self.values)
 
     @classmethod
     def of(cls, key: str, values: list[Any]) -> SweepAxis:
@@ -122,24 +135,60 @@ def run_point(scenario: Scenario, out_dir: Path, *, quiet: bool = True, overwrit
         return run_scenario(scenario, out_dir, quiet=quiet)
 
 
+def _run_or_resume(point: SweepPoint, scenario: Scenario, folder: Path, *, quiet: bool, resume: bool) -> Summary:
+    """A point's run: with ``resume``, a finished point is read back, one with a checkpoint continues
+    from it, and one without is run again from the start (its folder cleared)."""
+    from fedgc.engines import run_scenario
+    from fedgc.report import read_run
+    from fedgc.run_folder import CHECKPOINT, lock_existing
+
+    if resume and (folder / "summary.json").is_file():
+        return read_run(folder).summary
+    if resume and (folder / CHECKPOINT).is_file():
+        with lock_existing(folder):
+            if (folder / "scenario.yaml").read_text() != dump_scenario(scenario):
+                raise SweepError(f"{point.folder}: its scenario.yaml differs from the sweep's plan ({MANIFEST})")
+            return run_scenario(scenario, folder, quiet=quiet, resume=True)
+    return run_point(scenario, folder, quiet=quiet, overwrite=resume)
+
+
 def run_sweep(base_tree: dict[str, Any], axes: list[SweepAxis], out_dir: Path, *, quiet: bool = True,
-              log=None) -> list[SweepRun]:
-    """Run every point into ``out_dir/<point folder>`` and write ``out_dir/report.md`` with its plots.
+              log=None, resume: bool = False) -> list[SweepRun]:
+    """Run every point into ``out_dir/<point folder>`` and write ``out_dir/report.md`` with its plots
+    (with ``resume``, finish the sweep in ``out_dir``: see the module's docstring).
     ``log``: a callable taking one line of progress (e.g. ``print``), or None for silence."""
     from fedgc.report import read_runs, write_report
 
     planned = plan(base_tree, axes)
+    if not resume:
+        (out_dir / MANIFEST).write_text(yaml.safe_dump({"scenario": base_tree, "sweep": [a.spec for a in axes]},
+                                                       sort_keys=False))
     runs = []
     for number, (point, scenario) in enumerate(planned, start=1):
+        folder = out_dir / point.folder
         if log is not None:
-            log(f"[{number}/{len(planned)}] {point.folder}")
+            done = resume and (folder / "summary.json").is_file()
+            log(f"[{number}/{len(planned)}] {point.folder}" + (" (done)" if done else ""))
         try:
-            summary = run_point(scenario, out_dir / point.folder, quiet=quiet, overwrite=False)
+            summary = _run_or_resume(point, scenario, folder, quiet=quiet, resume=resume)
         except (ValueError, OSError) as err:
             raise SweepError(f"{point.folder}: {err}".splitlines()[0]) from None
-        runs.append(SweepRun(point, out_dir / point.folder, summary))
+        runs.append(SweepRun(point, folder, summary))
     write_report(read_runs([run.out_dir for run in runs]), out_dir, "md")
     return runs
+
+
+def read_manifest(out_dir: Path) -> tuple[dict[str, Any], list[SweepAxis]]:
+    """The plan a sweep folder was started with: (scenario tree, axes)."""
+    try:
+        manifest = yaml.safe_load((out_dir / MANIFEST).read_text(encoding="utf-8"))
+        return manifest["scenario"], [SweepAxis.parse(spec) for spec in manifest["sweep"]]
+    except (yaml.YAMLError, KeyError, TypeError, UnicodeDecodeError) as err:
+        raise SweepError(f"--resume {out_dir}: {MANIFEST} is malformed ({type(err).__name__})") from None
+
+
+def is_sweep_folder(folder: Path) -> bool:
+    return (folder / MANIFEST).is_file()
 
 
 def check_points(base_tree: dict[str, Any], axes: list[SweepAxis]) -> list[str]:
@@ -162,7 +211,7 @@ def sweep_main(scenario_path: str | None, overrides: list[str], sweeps: list[str
     every point is checked (``--check``) and nothing runs. The sweep folder is claimed like a run
     folder (``fedgc.run_folder``: new or empty, or cleared with ``overwrite``) and locked until the
     report is written; every point folder inside it is new."""
-    from fedgc.engines import EXIT_DIVERGED, EXIT_INVALID
+    from fedgc.engines import EXIT_INVALID
     from fedgc.run_folder import claim_folder, new_run_folder
 
     def fail(message: str) -> int:
@@ -170,7 +219,8 @@ def sweep_main(scenario_path: str | None, overrides: list[str], sweeps: list[str
         return EXIT_INVALID
 
     if resume is not None:
-        return fail("--sweep runs new folders: --resume does not apply (resume each point's folder on its own)")
+        return fail("--sweep starts a sweep; to finish an interrupted one give only --resume SWEEP_DIR "
+                    "(--resume does not apply with --sweep)")
     if scenario_path is None:
         return fail("--sweep needs a scenario file")
     try:
@@ -193,6 +243,31 @@ def sweep_main(scenario_path: str | None, overrides: list[str], sweeps: list[str
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    return _finish(out_dir, runs)
+
+
+def resume_sweep(out_dir: Path, quiet: bool) -> int:
+    """``--resume SWEEP_DIR``: finish the sweep in ``out_dir``; returns the exit code."""
+    from fedgc.engines import EXIT_INVALID
+    from fedgc.run_folder import lock_existing
+
+    try:
+        with lock_existing(out_dir):
+            tree, axes = read_manifest(out_dir)
+            runs = run_sweep(tree, axes, out_dir, quiet=quiet, resume=True,
+                             log=lambda line: print(line, file=sys.stderr))
+    except (ScenarioError, SweepError, ValueError, OSError) as err:
+        print(f"error: {err}".splitlines()[0], file=sys.stderr)
+        return EXIT_INVALID
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return _finish(out_dir, runs)
+
+
+def _finish(out_dir: Path, runs: list[SweepRun]) -> int:
+    from fedgc.engines import EXIT_DIVERGED
+
     sys.stdout.write((out_dir / "report.md").read_text(encoding="utf-8"))
     print(f"{len(runs)} runs and report.md in {out_dir}", file=sys.stderr)
     stopped = [run.point.folder for run in runs if run.summary.stopped_reason != "completed"]

@@ -108,4 +108,65 @@ def test_check_validates_every_point_and_runs_nothing(scenario_file, tmp_path, c
 def test_resume_does_not_apply_to_a_sweep(scenario_file, tmp_path, capsys):
     code = main(["--resume", str(tmp_path), "--sweep", "compression.name=none,topk"])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "--resume does not apply" in err
+    assert code == 2 and err.count("\n") == 1 and "--resume does not apply" in err and "--resume SWEEP_DIR" in err
+
+
+def test_a_killed_sweep_resumes_as_a_sweep(tmp_path):
+    """kill -9 while the second of three points runs; ``--resume SWEEP_DIR`` keeps the finished point
+    as it was, continues the second from its checkpoint and runs the third: every point's metrics are
+    those of an uninterrupted sweep, and the report covers all three."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from .conftest import REPO
+
+    tree = {**TINY, "rounds": 12, "checkpoint_every": 1,
+            "model": {"name": "small_cnn"}, "client": {"local_steps": 8, "batch_size": 16, "lr": 0.05}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(tree))
+    sweep = ["--sweep", "compression.density=0.1,0.05,0.02"]
+    folders = ["compression.density=0.1", "compression.density=0.05", "compression.density=0.02"]
+    reference = tmp_path / "reference"
+    assert main([str(path), "--out", str(reference), "--quiet", *sweep]) == 0
+
+    killed = tmp_path / "killed"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(killed), "--quiet",
+                             *sweep], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    second = killed / folders[1] / "metrics.jsonl"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None:
+        if second.exists() and len(second.read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, f"the sweep ended before it could be killed: {proc.stderr.read().decode()[-500:]}"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    first_summary = (killed / folders[0] / "summary.json").read_bytes()
+    assert not (killed / folders[1] / "summary.json").exists() and not (killed / folders[2]).exists()
+
+    done = subprocess.run([sys.executable, "-m", "fedgc.simulate", "--resume", str(killed), "--quiet"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "[1/3] compression.density=0.1 (done)" in done.stderr
+    assert (killed / folders[0] / "summary.json").read_bytes() == first_summary  # not run again
+    for folder in folders:
+        assert (killed / folder / "metrics.jsonl").read_bytes() == (reference / folder / "metrics.jsonl").read_bytes()
+    assert all(f"| {folder} |" in done.stdout for folder in folders)
+
+
+def test_resuming_a_finished_sweep_reruns_nothing_and_a_bad_plan_is_one_line(scenario_file, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert main([str(scenario_file), "--out", str(out), "--quiet", "--sweep", "compression.name=none,topk"]) == 0
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("metrics.jsonl")}
+    capsys.readouterr()
+    assert main(["--resume", str(out), "--quiet"]) == 0
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("metrics.jsonl")} == before
+    assert capsys.readouterr().err.count("(done)") == 2
+    (out / "sweep.yaml").write_text("scenario: [1, 2\n")
+    assert main(["--resume", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "sweep.yaml is malformed" in err

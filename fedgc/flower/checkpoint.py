@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 
 from fedgc.flower.plain_state import PlainStateError, from_plain, to_plain
+from fedgc.run_folder import CHECKPOINT
 
-CHECKPOINT = "checkpoint.pt"
 # 1: pickled objects; 2: one flat record of every part's fields; 3: {part: part.state_dict()}.
 FORMAT_VERSION = 3
 PARTS = ("run", "strategy", "optimizer", "network", "downlink", "transport")
