@@ -7,7 +7,8 @@ its table. ``--set`` applies to every point; a swept key wins over a ``--set`` o
 Values are parsed like ``--set`` values (YAML: numbers, booleans, null) and cannot contain commas.
 ``--seeds 0,1,2`` is ``--sweep seed=0,1,2``; the report groups runs that differ only by seed.
 
-``python -m fedgc.simulate --resume OUT`` finishes an interrupted sweep: the sweep folder keeps its
+``python -m fedgc.simulate --resume OUT`` (or the same sweep command again with ``--out OUT``)
+finishes an interrupted sweep: the sweep folder keeps its
 plan (``OUT/sweep.yaml``: the scenario with the ``--set`` overrides applied, and the swept axes);
 points that finished are kept as they are, a point with a checkpoint resumes from it (same metrics
 as an uninterrupted run), and the others run from the start.
@@ -212,7 +213,7 @@ def sweep_main(scenario_path: str | None, overrides: list[str], sweeps: list[str
     folder (``fedgc.run_folder``: new or empty, or cleared with ``overwrite``) and locked until the
     report is written; every point folder inside it is new."""
     from fedgc.engines import EXIT_INVALID
-    from fedgc.run_folder import claim_folder, new_run_folder
+    from fedgc.run_folder import claim_folder, lock_existing, new_run_folder
 
     def fail(message: str) -> int:
         print(f"error: {message}".splitlines()[0], file=sys.stderr)
@@ -232,12 +233,20 @@ def sweep_main(scenario_path: str | None, overrides: list[str], sweeps: list[str
             print("\n".join(f"ok: {line}" for line in check_points(tree, axes)))
             return 0
         first_point_scenario = plan(tree, axes)[0][1]
-        if out:
+        again = bool(out) and not overwrite and is_sweep_folder(Path(out))
+        if again:  # the same sweep command again: finish it (anything else there is refused)
+            out_dir, lock = Path(out), lock_existing(Path(out))
+            if read_manifest(out_dir) != (tree, axes):
+                lock.release()
+                raise SweepError(f"--out {out_dir} holds another sweep (its {MANIFEST} differs): choose a new "
+                                 "folder, or add --overwrite to clear it first")
+        elif out:
             out_dir, lock = Path(out), claim_folder(Path(out), overwrite=overwrite)
         else:
             out_dir, lock = new_run_folder(first_point_scenario.name)
         with lock:
-            runs = run_sweep(tree, axes, out_dir, quiet=quiet, log=lambda line: print(line, file=sys.stderr))
+            runs = run_sweep(tree, axes, out_dir, quiet=quiet, resume=again,
+                             log=lambda line: print(line, file=sys.stderr))
     except (ScenarioError, SweepError, ValueError, OSError) as err:
         return fail(str(err))
     except KeyboardInterrupt:

@@ -170,3 +170,17 @@ def test_resuming_a_finished_sweep_reruns_nothing_and_a_bad_plan_is_one_line(sce
     assert main(["--resume", str(out), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "sweep.yaml is malformed" in err
+
+
+def test_the_same_sweep_command_again_finishes_the_sweep_and_another_is_refused(scenario_file, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    command = [str(scenario_file), "--out", str(out), "--quiet", "--sweep", "compression.name=none,topk"]
+    assert main(command) == 0
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("metrics.jsonl")}
+    capsys.readouterr()
+    assert main(command) == 0
+    assert capsys.readouterr().err.count("(done)") == 2
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("metrics.jsonl")} == before
+    assert main([*command[:-1], "compression.name=none,dgc"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds another sweep" in err
