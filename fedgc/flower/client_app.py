@@ -33,6 +33,7 @@ from fedgc.flower.partition_grid import PARTITION_QUERY, RESTORE_QUERY, STATE_QU
 from fedgc.flower.setup import scenario_from_run_config
 from fedgc.models import build_model
 from fedgc.run.parts import client_seed, federated_data
+from fedgc.run.threads import pin_threads
 from fedgc.training import LocalTrainResult, steps_for_epochs, train_local
 
 DATA_DIR = "data-dir"  # node config: the folder holding the device's own train.npz
@@ -104,6 +105,7 @@ def local_update(msg: Message, context: Context, local: ArrayDataset | None = No
 
 @app.train()
 def train(msg: Message, context: Context) -> Message:
+    pin_threads()  # in Flower's workers too: the update must not depend on the engine or the load
     settings = read_client_config(msg.content.config_records.get(keys.CLIENT_CONFIG))
     local = local_data(context, settings)
     config = msg.content.config_records[keys.CONFIG]

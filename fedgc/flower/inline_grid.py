@@ -5,18 +5,14 @@ from those bytes (``wire.roundtrip``), so the ClientApp and the strategy only ev
 deployment would deliver, and the byte counts are real wire sizes. Node ids are 1..N in partition
 order and message ids a counter, so a run is deterministic for a seed.
 
-Floating-point sums split across threads round differently with a different thread count, so the grid
-pins PyTorch's intra-op threads (process-wide) to ``FEDGC_THREADS`` (default 1): metrics.jsonl then
-does not depend on ``OMP_NUM_THREADS`` or on the machine's core count (docs/reliability.md).
+The grid pins PyTorch's intra-op threads (process-wide) to ``FEDGC_THREADS`` (``fedgc.run.threads``).
 """
 
 from __future__ import annotations
 
-import os
 import traceback
 from collections.abc import Iterable
 
-import torch
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid
@@ -24,20 +20,9 @@ from flwr.supercore.run import Run
 
 from fedgc.flower.client_state import context_state, restore_context_state
 from fedgc.flower.wire import roundtrip
+from fedgc.run.threads import pin_threads
 
 CLIENT_APP_EXCEPTION = 101  # Error.code for a ClientApp that raised (same meaning as Flower's)
-THREADS_ENV = "FEDGC_THREADS"
-
-
-def pin_threads() -> int:
-    """Set torch's intra-op thread count from ``$FEDGC_THREADS`` (default 1); returns it."""
-    text = os.environ.get(THREADS_ENV, "1").strip()
-    if not text.isdigit() or not 1 <= int(text) <= 1024:
-        raise ValueError(f"{THREADS_ENV}={text!r}: expected a whole number of threads from 1 to 1024")
-    threads = int(text)
-    if torch.get_num_threads() != threads:
-        torch.set_num_threads(threads)
-    return threads
 
 
 class InlineGrid(Grid):
