@@ -149,10 +149,9 @@ def read_rows(path: Path, count: int) -> list[RoundRecord]:
     return rows
 
 
-class FailureLog:
-    """``failures.jsonl``: one JSON object per client whose ClientApp raised (round, attempt, node,
-    exception type, one-line message). ``keep_rounds``: a resumed run keeps the lines of the rounds
-    up to its checkpoint and drops the rest (they will happen again)."""
+class RoundsLog:
+    """A JSON-lines file of per-round rows (each with an int ``round``). ``keep_rounds``: a resumed
+    run keeps the lines of the rounds up to its checkpoint and drops the rest (they will happen again)."""
 
     def __init__(self, path: Path | None, keep_rounds: int | None = None) -> None:
         self.path = path
@@ -173,12 +172,41 @@ class FailureLog:
         tmp.write_text("".join(kept), encoding="utf-8")
         tmp.replace(path)
 
-    def append(self, round: int, attempt: int, node: int, error_type: str, message: str) -> None:
-        self.count += 1
-        if self.path is not None:
-            row = {"round": round, "attempt": attempt, "node": node, "type": error_type, "message": message}
+    def append_rows(self, rows: list[dict]) -> None:
+        self.count += len(rows)
+        if self.path is not None and rows:
             with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(row) + "\n")
+                f.write("".join(json.dumps({k: _clean(v) for k, v in row.items()}) + "\n" for row in rows))
+
+
+class FailureLog(RoundsLog):
+    """``failures.jsonl``: one JSON object per client whose ClientApp raised (round, attempt, node,
+    exception type, one-line message)."""
+
+    def append(self, round: int, attempt: int, node: int, error_type: str, message: str) -> None:
+        self.append_rows([{"round": round, "attempt": attempt, "node": node, "type": error_type, "message": message}])
+
+
+OUTCOMES = ("applied", "skipped", "rejected", "failed", "late", "cut", "discarded")
+
+
+@dataclass
+class ClientRecord:
+    """One selected client in one attempt of a round: a line of ``clients.jsonl`` (docs/metrics.md)."""
+
+    round: int
+    attempt: int
+    node: int
+    outcome: str  # one of OUTCOMES
+    phase: str | None = None  # late / cut: the phase it was in (download, compute, upload)
+    reason: str | None = None  # rejected: the reason; failed: the exception type and message
+    download_s: float | None = None
+    compute_s: float | None = None
+    upload_s: float | None = None
+    bytes_down: int | None = None
+    bytes_up: int | None = None
+    clipped: bool = False  # its update was scaled down to the round's norm bound
+    capped: bool = False  # its weight share was capped
 
 
 def read_metrics(path: Path) -> list[dict]:

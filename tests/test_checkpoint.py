@@ -106,6 +106,7 @@ def test_sigkill_mid_run_then_resume_gives_identical_metrics(tmp_path, tiny_scen
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert metrics.read_bytes() == (reference / "metrics.jsonl").read_bytes()
+    assert (killed / "clients.jsonl").read_bytes() == (reference / "clients.jsonl").read_bytes()
 
 
 def test_resume_without_a_checkpoint_is_a_one_line_error(tmp_path, tiny_scenario, capsys):

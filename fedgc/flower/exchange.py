@@ -73,6 +73,7 @@ class TrainRoundTraffic:
     bytes_down: int = 0
     bytes_up: int = 0
     upload_bytes: dict[int, int] = field(default_factory=dict)
+    download_bytes: dict[int, int] = field(default_factory=dict)  # node -> wire size of its train message
 
 
 
@@ -106,16 +107,17 @@ def _wire_bytes(transport: Grid, table: str, message_id: str, message: Message) 
     return message_wire_size(message)
 
 
-def _traffic(messages, failed, bytes_down, timeline, by_node, upload_bytes) -> tuple[list[Message], TrainRoundTraffic]:
+def _traffic(messages, ids, down, failed, timeline, by_node, upload_bytes) -> tuple[list[Message], TrainRoundTraffic]:
     completed = [t.node_id for t in timeline.timings if t.status == "completed"]
     traffic = TrainRoundTraffic(
         timeline=timeline,
         selected=len(messages),
         failed=len(failed),
         failures=sorted(failed, key=lambda f: f.node_id),
-        bytes_down=bytes_down,
+        bytes_down=sum(down.values()),
         bytes_up=sum(upload_bytes[n] for n in completed),
         upload_bytes={n: upload_bytes[n] for n in completed},
+        download_bytes={m.metadata.dst_node_id: down[i] for i, m in zip(ids, messages) if i in down},
     )
     return [by_node[n] for n in completed], traffic
 
@@ -160,7 +162,7 @@ class SimulatedExchange:
         # Replies come back in arrival order on Flower's runtimes: the network model sees node order.
         jobs.sort(key=lambda job: job.node_id)
         timeline = self.network.run_round(jobs, deadline_s=self.deadline_s, keep_first=self.keep_first)
-        replies, traffic = _traffic(messages, failed, sum(down.values()), timeline, by_node, upload_bytes)
+        replies, traffic = _traffic(messages, ids, down, failed, timeline, by_node, upload_bytes)
         return Exchanged(ids, pulled, replies, traffic)
 
 
@@ -218,5 +220,5 @@ class MeasuredExchange:
                 timings.append(ClientTiming(node_id=message.metadata.dst_node_id, start=pushed_at - origin,
                                             status=unanswered))
         timeline = RoundTimeline(start=pushed_at - origin, end=closed_at - origin, timings=timings)
-        replies, traffic = _traffic(messages, failed, sum(down.values()), timeline, by_node, upload_bytes)
+        replies, traffic = _traffic(messages, ids, down, failed, timeline, by_node, upload_bytes)
         return Exchanged(ids, pulled, replies, traffic)

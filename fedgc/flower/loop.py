@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ from fedgc.compress.warmup import recorded_density
 from fedgc.data import FederatedData
 from fedgc.flower import checkpoint, keys
 from fedgc.flower.client_config import client_config_record
+from fedgc.flower.client_rows import client_rows
 from fedgc.flower.codec import encode_update
 from fedgc.flower.downlink_stage import DownlinkRound, DownlinkStage
 from fedgc.flower.exchange import Exchanged, MeasuredExchange, SimulatedExchange
@@ -31,10 +33,11 @@ from fedgc.flower.keys import ReplyMetrics
 from fedgc.flower.resume_check import scenario_record
 from fedgc.flower.strategy import AggregationStats, Diverged, FedgcStrategy, SelectionPolicy
 from fedgc.flower.wire import message_wire_size
-from fedgc.metrics import FailureLog, MetricsLog, RoundRecord, Summary, read_rows, write_summary
+from fedgc.metrics import FailureLog, MetricsLog, RoundRecord, RoundsLog, Summary, read_rows, write_summary
 from fedgc.network.build import build_network
 from fedgc.progress import Progress
 from fedgc.run.parts import build_model_for, density_schedule, federated_data, server_optimizer
+from fedgc.run.threads import pin_threads
 from fedgc.scenario import Scenario
 from fedgc.training import evaluate
 
@@ -124,6 +127,7 @@ def run_rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, *, mea
     """Run (or with ``resume``, continue from ``out_dir``'s checkpoint) the scenario's rounds through
     ``transport``; ``measured``: a real deployment (wall-clock exchange), else the simulated network."""
     logging.getLogger("flwr").setLevel(logging.ERROR)
+    pin_threads()  # aggregation and evaluation round alike on every engine
     wall_start = time.perf_counter()
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -163,6 +167,7 @@ def run_rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, *, mea
             (out_dir / stale).unlink(missing_ok=True)
     log = MetricsLog(out_dir / "metrics.jsonl" if out_dir else None, rows)
     failures = FailureLog(out_dir / "failures.jsonl" if out_dir else None, rounds_done if resume else None)
+    clients = RoundsLog(out_dir / "clients.jsonl" if out_dir else None, rounds_done if resume else None)
     progress = Progress(scenario.rounds, enabled=not quiet, history=rows)
     dense_bytes = dense_reply_bytes(shapes)
     arrays = _as_record(weights)  # the global model as sent: one record shared by every message
@@ -183,6 +188,8 @@ def run_rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, *, mea
                 record = round_record(server_round, attempt, report.stats, exchanged, downloads,
                                       log.rows[-1].sim_end_s if log.rows else 0.0, dense_bytes)
                 record.density = recorded_density(scenario.compression, server_round)
+                clients.append_rows([asdict(row) for row in client_rows(server_round, attempt, messages, exchanged,
+                                                                         report.stats)])
                 for failure in exchanged.traffic.failures if exchanged else []:
                     failures.append(server_round, attempt, failure.node_id, failure.error_type, failure.message)
                     if failures.count == 1:

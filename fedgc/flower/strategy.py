@@ -37,6 +37,7 @@ class AggregationStats:
     received: int = 0
     applied_nodes: list[int] = field(default_factory=list)
     rejected: Counter = field(default_factory=Counter)
+    rejected_nodes: dict[int, str] = field(default_factory=dict)  # node -> reason (a node's first rejected reply)
     train_loss: float | None = None
     achieved_density: float | None = None
     clipped_nodes: list[int] = field(default_factory=list)  # norm bounded (adaptive or absolute)
@@ -230,11 +231,10 @@ class FedgcStrategy(FedAvg):
             stats.received += 1
             try:
                 update = self._validate(reply, seen)
-            except CodecError as err:
-                stats.rejected[err.reason] += 1
-                continue
             except Exception as err:  # noqa: BLE001 — the reply boundary is total: any reply is only rejected
-                stats.rejected[f"internal-error:{type(err).__name__}"] += 1
+                reason = err.reason if isinstance(err, CodecError) else f"internal-error:{type(err).__name__}"
+                stats.rejected[reason] += 1
+                stats.rejected_nodes.setdefault(int(reply.metadata.src_node_id), reason)
                 continue
             seen.add(update.node)
             accepted.append(update)
