@@ -317,7 +317,7 @@ def test_jvm_supernode_answers_a_flower_serverapp(jar, tmp_path):
     try:
         # The node starts first: it must retry (with back-off) until the SuperLink is up.
         node = ManagedProcess(["java", "-jar", str(jar), "--superlink", f"127.0.0.1:{port}", "--insecure",
-                               "--node-config", NODE_CONFIG], logs / "jvm-supernode.log", env)
+                               "--node-config", NODE_CONFIG, "--handler", "fedgc.client.EchoHandler"], logs / "jvm-supernode.log", env)
         processes.append(node)
         deadline = time.monotonic() + 30
         while "Connection attempt failed" not in node.log_tail(5):
@@ -386,7 +386,8 @@ def test_jvm_supernode_over_tls_with_a_registered_key(jar, tmp_path):
         assert "Failed to initialize the connection to the SuperLink: activate-node: HTTP 4" in stranger.stderr
 
         node = ManagedProcess(["java", "-jar", str(jar), "--superlink", f"127.0.0.1:{port}", "--root-certificates",
-                               "ca.crt", "--auth-supernode-private-key", "node-key"], logs / "jvm-supernode.log", env,
+                               "ca.crt", "--auth-supernode-private-key", "node-key",
+                               "--handler", "fedgc.client.EchoHandler"], logs / "jvm-supernode.log", env,
                               cwd=tmp_path)
         processes.append(node)
         submit_echo(tmp_path, "edge", env, node)

@@ -7,7 +7,7 @@ import javax.net.ssl.SSLSocketFactory;
 /**
  * {@code java -jar fedgc-client.jar --superlink HOST:PORT [--insecure | --root-certificates CA.pem]
  * [--auth-supernode-private-key KEY] [--node-config "k=v ..."] [--data-dir DIR] [--handler CLASS]
- * [--max-wait-time SECONDS]}:
+ * [--max-wait-time SECONDS] [--poll-interval SECONDS] [--heartbeat-interval SECONDS]}:
  * a SuperNode on the JVM.
  * Bad arguments and failures print one line ({@code error: ...}); SIGTERM/Ctrl-C deactivate the node.
  */
@@ -16,7 +16,8 @@ public final class Main {
 
     static final String USAGE = "usage: java -jar fedgc-client.jar --superlink HOST:PORT "
         + "[--insecure | --root-certificates CA.pem] [--auth-supernode-private-key KEY] "
-        + "[--node-config \"k=v ...\"] [--data-dir DIR] [--handler CLASS] [--max-wait-time SECONDS]";
+        + "[--node-config \"k=v ...\"] [--data-dir DIR] [--handler CLASS] [--max-wait-time SECONDS] "
+        + "[--poll-interval SECONDS] [--heartbeat-interval SECONDS]";
 
     static final class UsageError extends Exception {
         private static final long serialVersionUID = 1L;
@@ -33,8 +34,10 @@ public final class Main {
         String authKey;
         java.util.Map<String, Object> nodeConfig = new java.util.LinkedHashMap<>();
         File dataDir;
-        String handler = EchoHandler.class.getName();
+        String handler = FedgcHandler.class.getName();
         long maxWaitMs = 0;
+        double pollInterval = SuperNode.DEFAULT_POLL_INTERVAL_S;
+        double heartbeatInterval = SuperNode.HEARTBEAT_INTERVAL_S;
     }
 
     static Options parse(String[] args) throws UsageError {
@@ -60,6 +63,8 @@ public final class Main {
                 case "--data-dir":
                 case "--handler":
                 case "--max-wait-time":
+                case "--poll-interval":
+                case "--heartbeat-interval":
                     if (value == null) {
                         if (i + 1 >= args.length) {
                             throw new UsageError(a + " needs a value");
@@ -83,6 +88,12 @@ public final class Main {
                     break;
                 case "--data-dir": o.dataDir = new File(value); break;
                 case "--handler": o.handler = value; break;
+                case "--poll-interval":
+                    o.pollInterval = seconds(a, value, 0.01, 3600);
+                    break;
+                case "--heartbeat-interval":
+                    o.heartbeatInterval = seconds(a, value, 10, 1800); // Flower's accepted range
+                    break;
                 default:
                     try {
                         o.maxWaitMs = (long) (Double.parseDouble(value) * 1000);
@@ -117,6 +128,19 @@ public final class Main {
             throw new UsageError("--data-dir: no such directory: " + o.dataDir);
         }
         return o;
+    }
+
+    static double seconds(String option, String value, double min, double max) throws UsageError {
+        double s;
+        try {
+            s = Double.parseDouble(value);
+        } catch (NumberFormatException e) {
+            throw new UsageError(option + " must be a number of seconds, got '" + value + "'");
+        }
+        if (!(s >= min && s <= max)) {
+            throw new UsageError(option + " must be between " + min + " and " + max + " seconds, got '" + value + "'");
+        }
+        return s;
     }
 
     static MessageHandler loadHandler(String className) throws UsageError {
@@ -172,7 +196,8 @@ public final class Main {
         FleetClient client = new FleetClient(o.superlink, keys, !o.insecure, ssl, 30000);
         // Without a key of its own the node registers a fresh one (and unregisters it on exit), as
         // flower-supernode does; a registered key (flwr supernode register) stays registered.
-        SuperNode node = new SuperNode(client, keys, o.authKey == null, handler, o.nodeConfig, o.dataDir, o.maxWaitMs);
+        SuperNode node = new SuperNode(client, keys, o.authKey == null, handler, o.nodeConfig, o.dataDir, o.maxWaitMs)
+            .pollInterval(o.pollInterval).heartbeatInterval(o.heartbeatInterval);
         Log.info("Starting fedgc JVM SuperNode (Flower " + Version.flwr() + " Fleet API) for "
             + (o.insecure ? "http://" : "https://") + o.superlink + ", handler " + o.handler);
         java.util.concurrent.atomic.AtomicBoolean exiting = new java.util.concurrent.atomic.AtomicBoolean();

@@ -43,7 +43,8 @@ public final class SuperNode {
     static final int PULL_MAX_TRIES_PER_OBJECT = 500;
     static final double PULL_INITIAL_BACKOFF_S = 1;
     static final double PULL_BACKOFF_CAP_S = 10;
-    static final long IDLE_POLL_MS = 3000;
+    /** Flower's SuperNode sleeps 3 s between idle pulls; this node's default is shorter (see Main). */
+    static final double DEFAULT_POLL_INTERVAL_S = 1.0;
 
     private static final Random RANDOM = new Random();
 
@@ -60,6 +61,21 @@ public final class SuperNode {
     private final Map<Long, Map<String, Object>> runs = new HashMap<>();
     private volatile int exitCode = 0;
     private volatile NodeOuterClass.Node node;
+    private long pollMs = (long) (DEFAULT_POLL_INTERVAL_S * 1000);
+    private double heartbeatIntervalS = HEARTBEAT_INTERVAL_S;
+
+    /** Seconds between PullMessages while no message is waiting. */
+    public SuperNode pollInterval(double seconds) {
+        this.pollMs = (long) (seconds * 1000);
+        return this;
+    }
+
+    /** The heartbeat interval announced to the SuperLink (Flower accepts 10 to 1800 s); the node is
+     *  marked offline 2 intervals after its last heartbeat. */
+    public SuperNode heartbeatInterval(double seconds) {
+        this.heartbeatIntervalS = seconds;
+        return this;
+    }
 
     /**
      * @param selfRegistered true: register the key and unregister on exit (flower-supernode without
@@ -106,14 +122,14 @@ public final class SuperNode {
                     FleetOuterClass.RegisterNodeFleetRequest.newBuilder().setPublicKey(publicKey).build(),
                     FleetOuterClass.RegisterNodeFleetResponse.parser(), 0));
             }
-            nodeId = retry.invoke("ActivateNode", () -> client.call("activate-node",
-                FleetOuterClass.ActivateNodeRequest.newBuilder().setPublicKey(publicKey)
-                    .setHeartbeatInterval(HEARTBEAT_INTERVAL_S).build(),
-                FleetOuterClass.ActivateNodeResponse.parser(), 0)).getNodeId();
+            nodeId = activate(publicKey);
         } catch (Retry.Stopped e) {
             return 0;
         } catch (FleetException | IOException e) {
             Log.error("Failed to initialize the connection to the SuperLink: " + describe(e));
+            return 1;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
             return 1;
         }
         node = NodeOuterClass.Node.newBuilder().setNodeId(nodeId).build();
@@ -138,7 +154,7 @@ public final class SuperNode {
                 } catch (IOException | RuntimeException e) {
                     Log.error(describe(e));
                 }
-                if (!received && stop.await(IDLE_POLL_MS, TimeUnit.MILLISECONDS)) {
+                if (!received && stop.await(pollMs, TimeUnit.MILLISECONDS)) {
                     break;
                 }
             }
@@ -150,6 +166,33 @@ public final class SuperNode {
             leave(nodeId);
         }
         return exitCode;
+    }
+
+    /**
+     * ActivateNode. A node whose process died without deactivating (killed, crashed) stays online on
+     * the SuperLink until two heartbeat intervals have passed, and the SuperLink refuses to activate it
+     * again meanwhile ("could not be activated"); a restarted node waits that out (at most 2 × 30 s,
+     * Flower's default interval, or 2 × its own if longer, plus 10 s) instead of giving up.
+     */
+    private long activate(ByteString publicKey) throws IOException, FleetException, Retry.Stopped, InterruptedException {
+        long give = (long) ((2 * Math.max(HEARTBEAT_INTERVAL_S, heartbeatIntervalS) + 10) * 1000);
+        long deadline = System.currentTimeMillis() + give;
+        while (true) {
+            try {
+                return retry.invoke("ActivateNode", () -> client.call("activate-node",
+                    FleetOuterClass.ActivateNodeRequest.newBuilder().setPublicKey(publicKey)
+                        .setHeartbeatInterval(heartbeatIntervalS).build(),
+                    FleetOuterClass.ActivateNodeResponse.parser(), 0)).getNodeId();
+            } catch (FleetException e) {
+                if (!e.detail.contains("could not be activated") || System.currentTimeMillis() > deadline) {
+                    throw e;
+                }
+                Log.warn("The SuperLink still holds this SuperNode online from an earlier session; retrying activation in 2 s");
+                if (stop.await(2000, TimeUnit.MILLISECONDS)) {
+                    throw new Retry.Stopped();
+                }
+            }
+        }
     }
 
     private void leave(long nodeId) {
@@ -183,7 +226,7 @@ public final class SuperNode {
 
     private void sendHeartbeats() {
         Heartbeat.SendNodeHeartbeatRequest request = Heartbeat.SendNodeHeartbeatRequest.newBuilder()
-            .setNode(node).setHeartbeatInterval(HEARTBEAT_INTERVAL_S).build();
+            .setNode(node).setHeartbeatInterval(heartbeatIntervalS).build();
         while (stop.getCount() > 0) {
             try {
                 Heartbeat.SendNodeHeartbeatResponse response = heartbeatRetry.invoke("SendNodeHeartbeat",
@@ -205,7 +248,7 @@ public final class SuperNode {
                 return;
             }
             // Flower: (interval - call timeout) * uniform(0.7, 0.9)
-            double next = (HEARTBEAT_INTERVAL_S - HEARTBEAT_CALL_TIMEOUT_S)
+            double next = (heartbeatIntervalS - HEARTBEAT_CALL_TIMEOUT_S)
                 * (HEARTBEAT_BASE_MULTIPLIER + (RANDOM.nextDouble() * 0.2 - 0.1));
             try {
                 if (stop.await((long) (next * 1000), TimeUnit.MILLISECONDS)) {

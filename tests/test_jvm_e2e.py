@@ -1,0 +1,292 @@
+"""The JVM client (clients/jvm, ``fedgc.client.FedgcHandler``) in a real fedgc run: a
+``flower-superlink`` on 127.0.0.1, two Python ``flower-supernode``s (partitions 0 and 1, simulated
+data) and one JVM SuperNode holding partition 2 from its own ``train.npz`` (written by ``fedgc
+export-data``), the repository submitted with ``flwr run``. DGC uploads, top-k compressed downloads.
+
+- Insecure: three rounds; every update of the JVM node is applied (none rejected, none failed), its
+  node is in every round's ``applied_nodes``, its downloads after the first (a reset: it announces
+  ``no-replica``) are compressed differences it rebuilds and digest-checks, and accuracy rises.
+- TLS + SuperNode authentication, with a crash: every node's key registered with ``flwr supernode
+  register``; a JVM node with an unregistered key is refused. The JVM node is SIGKILLed in round 2
+  after it trained, compressed and saved its state but before its reply left (``LedgerHandler``,
+  test code, holds the reply there); the round's deadline passes, the server counts it and goes on;
+  the node is restarted (same key: same node id), rejoins, restores round 2's unapplied update into its
+  memory, and over the whole run nothing it produced is lost:
+  Σ Δ produced = Σ sent in the rounds the server applied + its residual (memory + unapplied pending).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tomli_w
+import yaml
+
+from fedgc.flower.runtime_processes import (
+    ManagedProcess,
+    flower_env,
+    flwr_run,
+    free_port,
+    script,
+    start_superlink,
+    start_supernode,
+    write_connection,
+)
+
+from .conftest import REPO
+from .test_jvm_client import JAR, TESTS_JAR, jar  # noqa: F401  (the fixture: make jvm, or skip)
+
+JVM_PARTITION = 2
+JVM_LABEL = JVM_PARTITION + 1  # the server presents partition p as node p + 1 (PartitionGrid)
+BASE = {
+    "seed": 3,
+    "data": {"dataset": "digits", "num_clients": 3, "partition": "iid"},
+    "model": {"name": "mlp"},
+    "client": {"local_steps": 5, "batch_size": 16, "lr": 0.1},
+    "downlink": {"name": "topk", "density": 0.1},
+    "strategy": {"fraction": 1.0},
+    "eval": {"target_accuracy": 0.5},
+}
+
+
+def export_partition(scenario: dict, tmp_path: Path) -> Path:
+    """``fedgc export-data`` of the JVM node's partition: DIR/train.npz, as a device would hold it."""
+    from fedgc.export_data import main as export_data
+
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    assert export_data([str(path), "--out", str(tmp_path / "device"), "--partition", str(JVM_PARTITION)]) == 0
+    data_dir = tmp_path / "device" / f"partition-{JVM_PARTITION}"
+    assert (data_dir / "train.npz").is_file()
+    return data_dir
+
+
+def run_config(scenario: dict, tmp_path: Path) -> tuple[Path, Path]:
+    out = tmp_path / "out"
+    path = tmp_path / "run-config.toml"
+    path.write_text(tomli_w.dumps({"scenario-yaml": yaml.safe_dump(scenario), "out-dir": str(out), "quiet": True,
+                                   "node-wait-s": 90.0}))
+    return path, out
+
+
+def results(out: Path, log: Path) -> tuple[dict, list[dict]]:
+    assert (out / "summary.json").exists(), log.read_text(errors="replace")[-4000:]
+    summary = json.loads((out / "summary.json").read_text())
+    return summary, [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def jvm_node(port: int, data_dir: Path, log: Path, env: dict, *extra: str, handler: str | None = None,
+             cwd: Path | None = None) -> ManagedProcess:
+    classpath = f"{JAR}{os.pathsep}{TESTS_JAR}" if handler else str(JAR)
+    command = ["java", "-cp", classpath, "fedgc.client.Main", "--superlink", f"127.0.0.1:{port}",
+               "--node-config", f"partition-id={JVM_PARTITION} num-partitions=3", "--data-dir", str(data_dir),
+               "--poll-interval", "0.2", *extra]
+    if handler:
+        command += ["--handler", handler]
+    return ManagedProcess(command, log, env, cwd=cwd)
+
+
+def test_jvm_node_trains_in_a_dgc_run_with_compressed_downloads(tmp_path, jar):  # noqa: F811
+    scenario = {**BASE, "name": "jvm-e2e", "rounds": 3,
+                "compression": {"name": "dgc", "density": 0.05, "momentum": 0.9, "warmup_rounds": 0}}
+    data_dir = export_partition(scenario, tmp_path)
+    home = tmp_path / "flwr-home"
+    env = flower_env(home)
+    port = free_port()
+    write_connection(home, "jvm-e2e", f"127.0.0.1:{port}")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    processes: list[ManagedProcess] = []
+    try:
+        processes.append(start_superlink(port, logs, env, simulation=False))
+        processes += [start_supernode(port, p, 3, logs, env) for p in (0, 1)]
+        node = jvm_node(port, data_dir, logs / "jvm.log", env, "--insecure")
+        processes.append(node)
+        config, out = run_config(scenario, tmp_path)
+        log = tmp_path / "flwr-run.log"
+        result = flwr_run(REPO, "jvm-e2e", config, env, log, timeout_s=240)
+        assert result.returncode == 0, log.read_text(errors="replace")[-4000:]
+        assert node.running(), node.log_tail()
+    finally:
+        for process in reversed(processes):
+            process.stop()
+    summary, rows = results(out, log)
+    jvm_log = (logs / "jvm.log").read_text(errors="replace")
+    assert [r["round"] for r in rows] == [1, 2, 3], jvm_log
+    assert summary["updates_rejected"] == 0 and summary["clients_failed"] == 0, (summary, jvm_log)
+    for row in rows:
+        assert JVM_LABEL in row["applied_nodes"], (row, jvm_log)
+        assert row["rejected"] == row["failed"] == 0 and row["applied"] == 3
+        assert 0 < row["achieved_density"] < 0.2  # DGC at 5 %, dense biases
+    # The JVM node announced no replica: its first download is the whole model (a reset), the rest are
+    # compressed differences it applied and digest-checked (a mismatch would have failed the round).
+    assert rows[0]["downlink_resets"] == 1 and all(r["downlink_resets"] == 0 for r in rows[1:])
+    assert all(0 < r["downlink_density"] < 0.3 for r in rows[1:])
+    assert rows[-1]["accuracy"] > rows[0]["accuracy"] + 0.05, [r["accuracy"] for r in rows]
+    for r in (1, 2, 3):
+        assert f"fedgc: round {r}: 5 steps on " in jvm_log
+    assert "not applied" not in jvm_log  # every update was applied: nothing to restore
+    # The state survives on the device: memory, nothing pending beyond round 3's update, the replica.
+    with np.load(data_dir / "fedgc-state.npz") as state:
+        names = set(state.files)
+    assert {n.split("/")[0] for n in names} == {"memory", "pending", "replica"}
+    assert all(n.startswith("pending/3/") for n in names if n.startswith("pending/"))
+
+
+# ----------------------------------------------------------------------------- TLS, auth, a crash
+
+
+def sh(command: list[str], cwd: Path, env=None, timeout=60) -> subprocess.CompletedProcess:
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def make_certificates(d: Path) -> None:
+    (d / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1")
+    for command in (
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=fedgc-ca",
+         "-keyout", "ca.key", "-out", "ca.crt"],
+        ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=superlink", "-keyout", "server.key",
+         "-out", "server.csr"],
+        ["openssl", "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+         "-days", "2", "-extfile", "san.ext", "-out", "server.pem"],
+    ):
+        assert sh(command, d).returncode == 0, command
+
+
+def register(key: str, d: Path, env: dict, timeout_s: float = 90) -> str:
+    """``flwr supernode register KEY.pub edge`` (retried while the SuperLink starts); the node id."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        out = sh([script("flwr"), "supernode", "register", f"{key}.pub", "edge"], d, env)
+        if "registered successfully" in out.stdout + out.stderr:
+            return out.stdout.split("SuperNode ")[1].split()[0]
+        assert time.monotonic() < deadline, out.stdout + out.stderr
+        time.sleep(1)
+
+
+def wait_for(path: Path, text: str, timeout_s: float, process: ManagedProcess | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while text not in (path.read_text(errors="replace") if path.exists() else ""):
+        assert process is None or process.running(), process.log_tail()
+        assert time.monotonic() < deadline, f"{path.name} never printed {text!r}"
+        time.sleep(0.1)
+
+
+def load_npz(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path) as npz:
+        return {k: npz[k].astype(np.float64) for k in npz.files}
+
+
+@pytest.mark.skipif(not (shutil.which("openssl") and shutil.which("ssh-keygen")), reason="needs openssl and ssh-keygen")
+def test_jvm_node_over_tls_survives_a_kill_and_loses_nothing(tmp_path, jar):  # noqa: F811
+    held_round = 2
+    scenario = {**BASE, "name": "jvm-e2e-fault", "rounds": 5,
+                # DGC without momentum correction: its memory accumulates Δ itself, so the law is exact.
+                "compression": {"name": "dgc", "density": 0.05, "momentum_correction": False, "warmup_rounds": 0},
+                # Real seconds on a deployment: a reply later than this does not count for its round.
+                "network": {"deadline_s": 15.0}}
+    data_dir = export_partition(scenario, tmp_path)
+    make_certificates(tmp_path)
+    for key in ("node-0", "node-1", "jvm-key", "stranger-key"):
+        assert sh(["ssh-keygen", "-t", "ecdsa", "-b", "384", "-N", "", "-f", key, "-q"], tmp_path).returncode == 0
+    home = tmp_path / "flwr-home"
+    env = flower_env(home)
+    port = free_port()
+    home.mkdir()
+    (home / "config.toml").write_text(f'[superlink]\ndefault = "edge"\n\n[superlink.edge]\naddress = "127.0.0.1:{port}"\n'
+                                      f'root-certificates = "{tmp_path / "ca.crt"}"\n')
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    jvm_env = {**env, "FEDGC_LEDGER_DIR": str(ledger)}
+    tls = ["--root-certificates", "ca.crt"]
+    processes: list[ManagedProcess] = []
+    run: dict = {}
+    try:
+        processes.append(ManagedProcess(
+            [script("flower-superlink"), "--ssl-ca-certfile", "ca.crt", "--ssl-certfile", "server.pem",
+             "--ssl-keyfile", "server.key", "--enable-supernode-auth", "--host", "127.0.0.1", "--port", str(port),
+             "--disable-runtime-dependency-installation"], logs / "superlink.log", env, cwd=tmp_path))
+        jvm_id = register("jvm-key", tmp_path, env)
+        for p in (0, 1):
+            register(f"node-{p}", tmp_path, env)
+            processes.append(ManagedProcess(
+                [script("flower-supernode"), "--superlink", f"127.0.0.1:{port}", *tls, "--auth-supernode-private-key",
+                 f"node-{p}", "--node-config", f"partition-id={p} num-partitions=3", "--host", "127.0.0.1",
+                 "--port", str(free_port())], logs / f"supernode-{p}.log", env, cwd=tmp_path))
+
+        stranger = subprocess.run(["java", "-jar", str(JAR), "--superlink", f"127.0.0.1:{port}", *tls,
+                                   "--auth-supernode-private-key", "stranger-key", "--data-dir", str(data_dir),
+                                   "--max-wait-time", "5"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                                  check=False)
+        assert stranger.returncode == 1, stranger.stderr
+        assert "Failed to initialize the connection to the SuperLink: activate-node: HTTP 4" in stranger.stderr
+
+        secure = [*tls, "--auth-supernode-private-key", "jvm-key", "--heartbeat-interval", "10"]
+        first = jvm_node(port, data_dir, logs / "jvm-1.log", {**jvm_env, "FEDGC_HOLD_ROUND": str(held_round)},
+                         *secure, handler="fedgc.check.LedgerHandler", cwd=tmp_path)
+        processes.append(first)
+        config, out = run_config(scenario, tmp_path)
+        log = tmp_path / "flwr-run.log"
+
+        def submit() -> None:
+            run["result"] = flwr_run(REPO, "edge", config, env, log, timeout_s=300)
+
+        runner = threading.Thread(target=submit)
+        runner.start()
+        # The crash: round 2 trained, compressed, state saved, the reply not yet sent.
+        wait_for(logs / "jvm-1.log", f"ledger: holding the reply of round {held_round}", 200, first)
+        os.kill(first.process.pid, signal.SIGKILL)
+        first.process.wait(timeout=10)
+        # Restarted at once: it waits until the SuperLink has marked the dead session offline.
+        second = jvm_node(port, data_dir, logs / "jvm-2.log", jvm_env, *secure, handler="fedgc.check.LedgerHandler",
+                          cwd=tmp_path)
+        processes.append(second)
+        runner.join(timeout=330)
+        assert not runner.is_alive(), "flwr run did not finish"
+        assert run["result"].returncode == 0, log.read_text(errors="replace")[-4000:]
+        assert second.running(), second.log_tail()
+    finally:
+        for process in reversed(processes):
+            process.stop()
+    summary, rows = results(out, log)
+    second_log = (logs / "jvm-2.log").read_text(errors="replace")
+    assert [r["round"] for r in rows] == [1, 2, 3, 4, 5]
+    assert f"SuperNode ID: {jvm_id}" in (logs / "jvm-1.log").read_text() and f"SuperNode ID: {jvm_id}" in second_log
+    # The server counted the killed node in round 2 (no reply by the deadline) and went on.
+    crashed = rows[held_round - 1]
+    assert JVM_LABEL not in crashed["applied_nodes"] and crashed["late"] + crashed["failed"] >= 1, crashed
+    assert JVM_LABEL in rows[0]["applied_nodes"]
+    # It rejoined: a later round applied its update, and it put round 2's unsent update back into memory.
+    rejoined = [r["round"] for r in rows[held_round:] if JVM_LABEL in r["applied_nodes"]]
+    assert rejoined, [r["applied_nodes"] for r in rows]
+    assert f"the update of round {held_round} was not applied; restored into the memory" in second_log
+    assert summary["updates_rejected"] == 0
+
+    # Conservation, per tensor: everything produced = what the server applied + what the client still owes.
+    produced = {int(p.stem.split("-")[1]): load_npz(p) for p in ledger.glob("round-*.npz")}
+    assert held_round in produced and max(produced) > held_round
+    applied_rounds = {r["round"] for r in rows if JVM_LABEL in r["applied_nodes"]}
+    state = load_npz(data_dir / "fedgc-state.npz")
+    names = [k.split("/", 1)[1] for k in produced[1] if k.startswith("memory/")]
+    for name in names:
+        total = sum(entry[f"memory/{name}"] for entry in produced.values())
+        applied = sum((produced[r][f"pending/{name}"] for r in applied_rounds), np.zeros_like(total))
+        residual = state.get(f"memory/dgc_velocity/{name}", np.zeros_like(total)).copy()
+        for key, sent in state.items():
+            if key.startswith("pending/") and key.endswith(f"/{name}") and int(key.split("/")[1]) not in applied_rounds:
+                residual += sent
+        scale = float(np.abs(total).max())
+        np.testing.assert_allclose(total, applied + residual, rtol=0, atol=1e-5 * scale, err_msg=name)
+        if name.endswith("weight"):  # not trivially true: the client still owes a real share of what it produced
+            assert float(np.abs(residual).sum()) > 0.05 * float(np.abs(total).sum()), name
