@@ -36,15 +36,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch.func import functional_call, grad, vmap  # noqa: E402
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, grad, vmap
 
-from fedgc.data.base import ArrayDataset  # noqa: E402
-from fedgc.execution import (TrainJob, resolve_device, run_sequential, run_vectorized,  # noqa: E402
-                             synchronize)
-from fedgc.models import build_model  # noqa: E402
+from fedgc.data.base import ArrayDataset
+from fedgc.execution import TrainJob, resolve_device, run_sequential, run_vectorized, synchronize
+from fedgc.models import build_model
 
 LR = 0.05
 FULL = {"cnn10": ("mnist_cnn", 10, 600, 300), "2nn100": ("mnist_2nn", 100, 600, 60),

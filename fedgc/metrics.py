@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+
+from pydantic import TypeAdapter, ValidationError
 
 
 @dataclass
@@ -136,19 +138,6 @@ def write_summary(path: Path, summary: Summary) -> None:
     path.write_text(json.dumps({k: _clean(v) for k, v in asdict(summary).items()}, indent=2) + "\n")
 
 
-def read_rows(path: Path, count: int) -> list[RoundRecord]:
-    """The first ``count`` rounds of a ``metrics.jsonl`` (a resumed run drops any later, partial rows)."""
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()[:count], start=1):
-        try:
-            rows.append(RoundRecord(**json.loads(line)))
-        except (ValueError, TypeError):
-            raise ValueError(f"{path}: line {number} is not a metrics row") from None
-    if len(rows) < count:
-        raise ValueError(f"{path} holds {len(rows)} rounds, but the checkpoint is at round {count}")
-    return rows
-
-
 class RoundsLog:
     """A JSON-lines file of per-round rows (each with an int ``round``). ``keep_rounds``: a resumed
     run keeps the lines of the rounds up to its checkpoint and drops the rest (they will happen again)."""
@@ -209,5 +198,61 @@ class ClientRecord:
     capped: bool = False  # its weight share was capped
 
 
+# --- reading them back: the one reader of metrics.jsonl and summary.json ---------------------------
+
+class MetricsFileError(ValueError):
+    """A metrics file cannot be read; ``str(err)`` is one line naming the file (and line) and the problem."""
+
+
+def parse_record(cls: type, text: str, where: str):
+    """``cls`` (RoundRecord or Summary) from one JSON object, types checked strictly (an int is not a
+    bool, a float field takes an int); keys ``cls`` does not know are ignored (other fedgc versions)."""
+    try:
+        TypeAdapter(cls).validate_json(text, strict=True)
+    except ValidationError as err:
+        first = err.errors()[0]
+        key = first["loc"][0] if first["loc"] else None
+        if first["type"] == "json_invalid":
+            problem = f"invalid JSON ({first['msg'].removeprefix('Invalid JSON: ')})"
+        elif first["type"] == "missing":
+            problem = f"missing key {key!r}"
+        elif key is None:
+            problem = "expected a JSON object"
+        else:
+            problem = f"key {key!r} has the wrong type ({type(first['input']).__name__})"
+        raise MetricsFileError(f"{where}: {problem}") from None
+    # The values as written (validation would turn an int 0 into 0.0): a resumed run rewrites its
+    # rows, and they must come out byte for byte as they went in.
+    raw = json.loads(text)
+    return cls(**{f.name: raw[f.name] for f in fields(cls) if f.name in raw})
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise MetricsFileError(f"{path}: cannot read ({type(err).__name__})") from None
+
+
+def read_rounds(path: Path, count: int | None = None) -> list[RoundRecord]:
+    """The rows of a ``metrics.jsonl``; with ``count``, exactly the first ``count`` (a resumed run
+    drops any later, partial rows; fewer is an error)."""
+    lines = [(n, line) for n, line in enumerate(_text(path).splitlines(), start=1) if line.strip()]
+    rows = [parse_record(RoundRecord, line, f"{path} line {n}") for n, line in lines[:count]]
+    if count is not None and len(rows) < count:
+        raise MetricsFileError(f"{path} holds {len(rows)} rounds, but the checkpoint is at round {count}")
+    return rows
+
+
+def read_summary(path: Path) -> Summary:
+    return parse_record(Summary, _text(path), str(path))
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The objects of a JSON-lines file (``failures.jsonl``, ``clients.jsonl``), unchecked."""
+    return [json.loads(line) for line in _text(path).splitlines() if line.strip()]
+
+
 def read_metrics(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """``read_rounds`` as plain dicts (for notebooks, pandas and tests)."""
+    return [asdict(row) for row in read_rounds(path)]

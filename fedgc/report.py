@@ -11,17 +11,15 @@ Exit codes: 0 success; 2 a run folder is missing or invalid (one line on stderr,
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import types
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any
 
 import yaml
 
 from fedgc.engines import EXIT_INVALID
-from fedgc.metrics import RoundRecord, Summary
+from fedgc.metrics import MetricsFileError, RoundRecord, Summary, parse_record, read_rounds
 from fedgc.report_table import GroupRow, ReportRow, group_row, group_runs, render, report_row
 
 __all__ = ["GroupRow", "ReportRow", "RunFolderError", "RunResult", "main", "read_run", "read_runs", "render",
@@ -48,40 +46,6 @@ class RunResult:
 
 # --- reading run folders ---------------------------------------------------------------------------
 
-def _fits(value: Any, hint: Any) -> bool:
-    origin = get_origin(hint)
-    if origin in (Union, types.UnionType):
-        return any(_fits(value, arg) for arg in get_args(hint))
-    if hint is type(None):
-        return value is None
-    if isinstance(value, bool):
-        return hint is bool
-    if hint is float:
-        return isinstance(value, (int, float))
-    if origin is list:
-        return isinstance(value, list) and all(_fits(v, get_args(hint)[0]) for v in value)
-    if origin is dict:
-        return isinstance(value, dict)
-    return isinstance(value, hint)
-
-
-def _typed(cls, data: Any, where: str):
-    """``cls(**data)`` for a dataclass, checking that every key is there (or has a default) with the
-    declared type; keys the dataclass does not know are ignored (newer or older fedgc versions)."""
-    if not isinstance(data, dict):
-        raise RunFolderError(f"{where}: expected a JSON object")
-    hints, values = get_type_hints(cls), {}
-    for f in fields(cls):
-        if f.name not in data:
-            if f.default is MISSING and f.default_factory is MISSING:
-                raise RunFolderError(f"{where}: missing key {f.name!r}")
-            continue
-        if not _fits(data[f.name], hints[f.name]):
-            raise RunFolderError(f"{where}: key {f.name!r} has the wrong type ({type(data[f.name]).__name__})")
-        values[f.name] = data[f.name]
-    return cls(**values)
-
-
 def _read_text(path: Path, run_dir: Path) -> str:
     if not path.is_file():
         raise RunFolderError(f"{run_dir}: not a run folder (no {path.name})")
@@ -89,13 +53,6 @@ def _read_text(path: Path, run_dir: Path) -> str:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise RunFolderError(f"{path}: cannot read ({err.__class__.__name__})") from None
-
-
-def _json(text: str, where: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise RunFolderError(f"{where}: invalid JSON ({err.msg} at line {err.lineno})") from None
 
 
 def read_run(run_dir: Path, label: str | None = None) -> RunResult:
@@ -106,12 +63,12 @@ def read_run(run_dir: Path, label: str | None = None) -> RunResult:
     if not run_dir.is_dir():
         raise RunFolderError(f"{run_dir}: not a folder")
     summary_path, metrics_path, scenario_path = (run_dir / n for n in ("summary.json", "metrics.jsonl", "scenario.yaml"))
-    summary = _typed(Summary, _json(_read_text(summary_path, run_dir), str(summary_path)), str(summary_path))
-    rows = []
-    for number, line in enumerate(_read_text(metrics_path, run_dir).splitlines(), start=1):
-        if line.strip():
-            where = f"{metrics_path} line {number}"
-            rows.append(_typed(RoundRecord, _json(line, where), where))
+    try:
+        summary = parse_record(Summary, _read_text(summary_path, run_dir), str(summary_path))
+        _read_text(metrics_path, run_dir)  # a missing file: "not a run folder"
+        rows = read_rounds(metrics_path)
+    except MetricsFileError as err:
+        raise RunFolderError(str(err)) from None
     try:
         scenario = yaml.safe_load(_read_text(scenario_path, run_dir))
     except yaml.YAMLError:

@@ -9,9 +9,9 @@ every round), not what the iid split would. The server never sees the devices' d
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
-import json
 import zipfile
 
 import numpy as np

@@ -14,7 +14,7 @@ from fedgc.flower import client_app as fedgc_client
 from fedgc.flower.exchange import describe_failure
 from fedgc.flower.inline_grid import InlineGrid
 from fedgc.flower.loop import idle_reason, run_rounds
-from fedgc.metrics import FailureLog, RoundRecord, read_metrics
+from fedgc.metrics import FailureLog, RoundRecord, read_jsonl, read_metrics
 from fedgc.scenario import validate
 from fedgc.simulate import main
 
@@ -64,7 +64,7 @@ def failing_client_app(message: str) -> ClientApp:
 
 def test_each_failure_is_written_to_failures_jsonl_with_its_exception(tmp_path, tiny_scenario):
     run_with(flaky_client_app(), {**tiny_scenario, "rounds": 3}, tmp_path)
-    failures = read_metrics(tmp_path / "failures.jsonl")
+    failures = read_jsonl(tmp_path / "failures.jsonl")
     assert failures == [{"round": r, "attempt": 0, "node": BROKEN_NODE, "type": "RuntimeError",
                          "message": "the phone ran out of memory"} for r in (1, 2, 3)]
 
@@ -78,7 +78,7 @@ def test_a_run_where_every_client_fails_stops_as_idle_with_the_reason(tmp_path, 
                                       "(rounds 1-4: 16 selected, 16 failed); see strategy.max_idle_rounds")
     written = json.loads((tmp_path / "summary.json").read_text())
     assert written["stopped_reason"] == summary.stopped_reason and written["clients_failed"] == 16
-    failures = read_metrics(tmp_path / "failures.jsonl")
+    failures = read_jsonl(tmp_path / "failures.jsonl")
     assert len(failures) == 16 and {f["node"] for f in failures} == {1, 2, 3, 4}
     assert {(f["type"], f["message"]) for f in failures} == {("ValueError", "no space left on device")}
 
@@ -137,4 +137,4 @@ def test_a_resumed_run_keeps_the_failures_up_to_its_checkpoint(tmp_path):
     with path.open("a") as f:
         f.write('{"round": 4, "att')  # torn by a crash
     resumed = FailureLog(path, keep_rounds=2)
-    assert resumed.count == 2 and [f["round"] for f in read_metrics(path)] == [1, 2]
+    assert resumed.count == 2 and [f["round"] for f in read_jsonl(path)] == [1, 2]

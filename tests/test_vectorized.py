@@ -10,8 +10,15 @@ import pytest
 import torch
 
 from fedgc.data.base import ArrayDataset
-from fedgc.execution import (TrainJob, DeviceError, batch_schedule, chunk_size_for_memory, resolve_device,
-                             run_sequential, run_vectorized)
+from fedgc.execution import (
+    DeviceError,
+    TrainJob,
+    batch_schedule,
+    chunk_size_for_memory,
+    resolve_device,
+    run_sequential,
+    run_vectorized,
+)
 from fedgc.models import MODELS, build_model
 from fedgc.training import train_local
 
@@ -166,7 +173,7 @@ def test_clients_with_their_own_start_state():
 
 
 def test_a_chunk_out_of_memory_is_redone_in_halves(monkeypatch):
-    import fedgc.execution.vectorized as vectorized
+    from fedgc.execution import vectorized
     real = vectorized._run_chunk
     sizes = []
 

@@ -7,6 +7,16 @@ from fedgc.execution.jobs import TrainJob, TrainResult
 from fedgc.execution.sequential import run_sequential
 from fedgc.execution.vectorized import batch_schedule, chunk_size_for_memory, run_vectorized, unsupported_reason
 
-__all__ = ["TrainJob", "TrainResult", "DeviceError", "batch_schedule", "chunk_size_for_memory",
-           "free_memory_bytes", "resolve_device", "run_sequential", "run_vectorized", "synchronize",
-           "unsupported_reason"]
+__all__ = [
+           "DeviceError",
+           "TrainJob",
+           "TrainResult",
+           "batch_schedule",
+           "chunk_size_for_memory",
+           "free_memory_bytes",
+           "resolve_device",
+           "run_sequential",
+           "run_vectorized",
+           "synchronize",
+           "unsupported_reason",
+]

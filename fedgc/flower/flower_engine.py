@@ -19,8 +19,6 @@ the inline engine, and the summary is read back from ``summary.json``. Flower's 
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -40,7 +38,7 @@ from fedgc.flower.runtime_processes import (
     write_connection,
 )
 from fedgc.flower.setup import NODE_WAIT_S, OUT_DIR, QUIET, SCENARIO_PATH, SCENARIO_YAML
-from fedgc.metrics import Summary
+from fedgc.metrics import Summary, read_summary
 from fedgc.scenario import Scenario, dump_scenario
 
 CONNECTION = "fedgc-local-simulation"
@@ -85,12 +83,6 @@ def with_absolute_paths(scenario: Scenario) -> Scenario:
         return scenario
     data = scenario.data.model_copy(update={"root": str(Path(root).resolve())})
     return scenario.model_copy(update={"data": data})
-
-
-def read_summary(path: Path) -> Summary:
-    data = json.loads(path.read_text())
-    names = {f.name for f in dataclasses.fields(Summary)}
-    return Summary(**{k: v for k, v in data.items() if k in names})
 
 
 def _last_error(log: Path) -> str:

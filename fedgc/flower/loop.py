@@ -33,7 +33,7 @@ from fedgc.flower.keys import ReplyMetrics
 from fedgc.flower.resume_check import scenario_record
 from fedgc.flower.strategy import AggregationStats, Diverged, FedgcStrategy, SelectionPolicy
 from fedgc.flower.wire import message_wire_size
-from fedgc.metrics import FailureLog, MetricsLog, RoundRecord, RoundsLog, Summary, read_rows, write_summary
+from fedgc.metrics import FailureLog, MetricsLog, RoundRecord, RoundsLog, Summary, read_rounds, write_summary
 from fedgc.network.build import build_network
 from fedgc.progress import Progress
 from fedgc.run.parts import build_model_for, density_schedule, federated_data, server_optimizer
@@ -162,7 +162,7 @@ def run_rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, *, mea
         state = checkpoint.resumable(out_dir, scenario)
         checkpoint.restore(state, parts, shapes)
         rounds_done, weights = state["run"]["round"], dict(state["run"]["weights"])
-        rows = read_rows(out_dir / "metrics.jsonl", state["run"]["metrics_rows"])
+        rows = read_rounds(out_dir / "metrics.jsonl", state["run"]["metrics_rows"])
         for stale in ("summary.json", "model.pt"):  # the run is open again: its results are not final
             (out_dir / stale).unlink(missing_ok=True)
     log = MetricsLog(out_dir / "metrics.jsonl" if out_dir else None, rows)
