@@ -189,11 +189,11 @@ def load_npz(path: Path) -> dict[str, np.ndarray]:
 @pytest.mark.skipif(not (shutil.which("openssl") and shutil.which("ssh-keygen")), reason="needs openssl and ssh-keygen")
 def test_jvm_node_over_tls_survives_a_kill_and_loses_nothing(tmp_path, jar):  # noqa: F811
     held_round = 2
-    scenario = {**BASE, "name": "jvm-e2e-fault", "rounds": 5,
+    scenario = {**BASE, "name": "jvm-e2e-fault", "rounds": 4,
                 # DGC without momentum correction: its memory accumulates Δ itself, so the law is exact.
                 "compression": {"name": "dgc", "density": 0.05, "momentum_correction": False, "warmup_rounds": 0},
                 # Real seconds on a deployment: a reply later than this does not count for its round.
-                "network": {"deadline_s": 15.0}}
+                "network": {"deadline_s": 25.0}}
     data_dir = export_partition(scenario, tmp_path)
     make_certificates(tmp_path)
     for key in ("node-0", "node-1", "jvm-key", "stranger-key"):
@@ -261,7 +261,7 @@ def test_jvm_node_over_tls_survives_a_kill_and_loses_nothing(tmp_path, jar):  # 
             process.stop()
     summary, rows = results(out, log)
     second_log = (logs / "jvm-2.log").read_text(errors="replace")
-    assert [r["round"] for r in rows] == [1, 2, 3, 4, 5]
+    assert [r["round"] for r in rows] == [1, 2, 3, 4]
     assert f"SuperNode ID: {jvm_id}" in (logs / "jvm-1.log").read_text() and f"SuperNode ID: {jvm_id}" in second_log
     # The server counted the killed node in round 2 (no reply by the deadline) and went on.
     crashed = rows[held_round - 1]

@@ -61,6 +61,7 @@ public final class SuperNode {
     private final Map<Long, Map<String, Object>> runs = new HashMap<>();
     private volatile int exitCode = 0;
     private volatile NodeOuterClass.Node node;
+    private final long maxWaitMs;
     private long pollMs = (long) (DEFAULT_POLL_INTERVAL_S * 1000);
     private double heartbeatIntervalS = HEARTBEAT_INTERVAL_S;
 
@@ -91,6 +92,7 @@ public final class SuperNode {
         this.handler = handler;
         this.dataDir = dataDir;
         this.retry = new Retry(stop, maxWaitMs);
+        this.maxWaitMs = maxWaitMs;
         this.heartbeatRetry = new Retry(stop, 0);
     }
 
@@ -171,11 +173,16 @@ public final class SuperNode {
     /**
      * ActivateNode. A node whose process died without deactivating (killed, crashed) stays online on
      * the SuperLink until two heartbeat intervals have passed, and the SuperLink refuses to activate it
-     * again meanwhile ("could not be activated"); a restarted node waits that out (at most 2 × 30 s,
-     * Flower's default interval, or 2 × its own if longer, plus 10 s) instead of giving up.
+     * again meanwhile (HTTP 412, "Failed to activate SuperNode."); a restarted node waits that out (at
+     * most 2 × 30 s, Flower's default interval, or 2 × its own if longer, plus 10 s; at most
+     * {@code --max-wait-time} when given) instead of giving up. The SuperLink answers an unknown key
+     * the same way, so such a node gives up only then.
      */
     private long activate(ByteString publicKey) throws IOException, FleetException, Retry.Stopped, InterruptedException {
         long give = (long) ((2 * Math.max(HEARTBEAT_INTERVAL_S, heartbeatIntervalS) + 10) * 1000);
+        if (maxWaitMs > 0) {
+            give = Math.min(give, maxWaitMs);
+        }
         long deadline = System.currentTimeMillis() + give;
         while (true) {
             try {
@@ -184,10 +191,11 @@ public final class SuperNode {
                         .setHeartbeatInterval(heartbeatIntervalS).build(),
                     FleetOuterClass.ActivateNodeResponse.parser(), 0)).getNodeId();
             } catch (FleetException e) {
-                if (!e.detail.contains("could not be activated") || System.currentTimeMillis() > deadline) {
+                if (e.status != 412 || System.currentTimeMillis() > deadline) {
                     throw e;
                 }
-                Log.warn("The SuperLink still holds this SuperNode online from an earlier session; retrying activation in 2 s");
+                Log.warn("Activation refused (" + e.getMessage() + "): the SuperLink may still hold this SuperNode "
+                    + "online from an earlier session; retrying in 2 s");
                 if (stop.await(2000, TimeUnit.MILLISECONDS)) {
                     throw new Retry.Stopped();
                 }
