@@ -95,6 +95,55 @@ def jvm_node(port: int, data_dir: Path, log: Path, env: dict, *extra: str, handl
     return ManagedProcess(command, log, env, cwd=cwd)
 
 
+def handler_check(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["java", "-cp", f"{JAR}{os.pathsep}{TESTS_JAR}", "fedgc.client.HandlerCheck", *args],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def as_bits(weights: dict) -> dict:
+    return {name: {"shape": w["shape"], "values": np.asarray(w["values"], dtype=np.float32).view(np.uint32).tolist()}
+            for name, w in weights.items()}
+
+
+def test_java_downloads_and_digests_equal_the_vectors(tmp_path, jar):  # noqa: F811
+    """tests/vectors/downlink: Java's digests and rebuilt replica are Python's bit for bit; a wrong
+    base, a wrong result digest and a missing replica are refused and leave the replica as it was."""
+    vectors = REPO / "tests" / "vectors" / "downlink"
+    digest, reset, delta = (json.loads((vectors / f"{n}.json").read_text()) for n in ("digest", "reset", "delta"))
+    assert len(digest["cases"]) >= 3
+    bits = {"digest": [{"weights": as_bits(c["weights"]), "digest": c["digest"]} for c in digest["cases"]],
+            "reset": {"arrays": as_bits(reset["arrays"]), "digest": reset["digest"]},
+            "delta": {**{k: delta[k] for k in ("downlink-base", "downlink-digest", "model-delta")},
+                      "replica": as_bits(delta["replica"]), "new_replica": as_bits(delta["new_replica"])}}
+    (tmp_path / "downlink.json").write_text(json.dumps(bits))
+    result = handler_check("downlink", str(tmp_path / "downlink.json"))
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stdout + result.stderr
+
+
+def test_handler_refuses_what_it_cannot_honour_with_one_line(tmp_path, jar):  # noqa: F811
+    """No client-config, another version, a compressor or option the JVM lacks, a model without a Java
+    trainer, data that does not fit the model, an evaluate message, a node without data: one-line
+    error replies; a good message gets update + metrics in ReplyMetrics' key order."""
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "train.npz", x=rng.normal(size=(4, 3)).astype(np.float32), y=np.array([0, 1, 1, 0]))
+    result = handler_check("refuse", str(tmp_path))
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stdout + result.stderr
+    with np.load(tmp_path / "fedgc-state.npz") as state:  # the good message's state, readable by numpy
+        assert sorted(state.files) == ["memory/dgc_momentum/net.1.bias", "memory/dgc_momentum/net.1.weight",
+                                       "memory/dgc_velocity/net.1.bias",
+                                       "memory/dgc_velocity/net.1.weight", "pending/1/net.1.bias",
+                                       "pending/1/net.1.weight"]
+
+
+def test_poll_and_heartbeat_intervals_are_checked(jar):  # noqa: F811
+    for args, error in ((["--poll-interval", "x"], "--poll-interval must be a number of seconds, got 'x'"),
+                        (["--poll-interval", "0"], "--poll-interval must be between"),
+                        (["--heartbeat-interval", "5"], "--heartbeat-interval must be between 10.0 and 1800.0")):
+        bad = subprocess.run(["java", "-jar", str(JAR), "--superlink", "127.0.0.1:9", "--insecure", *args],
+                             capture_output=True, text=True, timeout=60, check=False)
+        assert bad.returncode == 2 and bad.stderr.splitlines()[0].startswith(f"error: {error}"), bad.stderr
+
+
 def test_jvm_node_trains_in_a_dgc_run_with_compressed_downloads(tmp_path, jar):  # noqa: F811
     scenario = {**BASE, "name": "jvm-e2e", "rounds": 3,
                 "compression": {"name": "dgc", "density": 0.05, "momentum": 0.9, "warmup_rounds": 0}}

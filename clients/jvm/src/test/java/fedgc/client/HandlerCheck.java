@@ -1,0 +1,232 @@
+package fedgc.client;
+
+import fedgc.compress.Tensor;
+import fedgc.wire.Codec;
+import java.io.File;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Checks of {@link FedgcHandler} without a SuperLink (run by tests/test_jvm_e2e.py):
+ * {@code downlink FILE}: the replica digests and the compressed download of tests/vectors/downlink
+ * equal Python's bit for bit (FILE: those vectors in one JSON, the float32 values as their bit
+ * patterns, since the client's JSON reader takes integers only); {@code refuse DATA_DIR}: messages the client must
+ * refuse get a one-line error reply naming the reason. Prints one line per failure; exit 1 if any.
+ */
+public final class HandlerCheck {
+    private HandlerCheck() {}
+
+    static int failures = 0;
+
+    static void check(boolean ok, String what) {
+        if (!ok) {
+            failures++;
+            System.out.println("FAIL " + what);
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        if ("downlink".equals(args[0])) {
+            downlink(new File(args[1]));
+        } else if ("refuse".equals(args[0])) {
+            refuse(new File(args[1]));
+        } else {
+            throw new IllegalArgumentException("unknown command " + args[0]);
+        }
+        System.out.println(failures == 0 ? "ok" : failures + " failures");
+        System.exit(failures == 0 ? 0 : 1);
+    }
+
+    @SuppressWarnings("unchecked")
+    static Map<String, Object> json(File file) throws Exception {
+        return (Map<String, Object>) Json.parse(new String(Files.readAllBytes(file.toPath()), StandardCharsets.UTF_8));
+    }
+
+    @SuppressWarnings("unchecked")
+    static LinkedHashMap<String, Tensor> weights(Object object) {
+        LinkedHashMap<String, Tensor> out = new LinkedHashMap<>();
+        for (Map.Entry<String, Object> e : ((Map<String, Object>) object).entrySet()) {
+            Map<String, Object> w = (Map<String, Object>) e.getValue();
+            List<Object> shape = (List<Object>) w.get("shape");
+            List<Object> values = (List<Object>) w.get("values");
+            long[] s = new long[shape.size()];
+            for (int i = 0; i < s.length; i++) {
+                s[i] = ((Number) shape.get(i)).longValue();
+            }
+            float[] v = new float[values.size()];
+            for (int i = 0; i < v.length; i++) {
+                v[i] = Float.intBitsToFloat((int) ((Number) values.get(i)).longValue());
+            }
+            out.put(e.getKey(), new Tensor(s, v));
+        }
+        return out;
+    }
+
+    static byte[] hex(String s) {
+        byte[] out = new byte[s.length() / 2];
+        for (int i = 0; i < out.length; i++) {
+            out[i] = (byte) Integer.parseInt(s.substring(2 * i, 2 * i + 2), 16);
+        }
+        return out;
+    }
+
+    @SuppressWarnings("unchecked")
+    static void downlink(File file) throws Exception {
+        Map<String, Object> vectors = json(file);
+        for (Object c : (List<Object>) vectors.get("digest")) {
+            Map<String, Object> k = (Map<String, Object>) c;
+            String got = FedgcHandler.digest(weights(k.get("weights")));
+            check(got.equals(k.get("digest")), "digest " + got + " != " + k.get("digest"));
+        }
+        Map<String, Object> reset = (Map<String, Object>) vectors.get("reset");
+        check(FedgcHandler.digest(weights(reset.get("arrays"))).equals(reset.get("digest")), "reset digest");
+
+        Map<String, Object> delta = (Map<String, Object>) vectors.get("delta");
+        FedgcState state = new FedgcState();
+        state.replica = weights(delta.get("replica"));
+        RecordDict content = new RecordDict();
+        content.put("model-delta", Codec.toRecord(hex((String) delta.get("model-delta"))));
+        ConfigRecord config = new ConfigRecord();
+        config.put("downlink-base", delta.get("downlink-base"));
+        config.put("downlink-digest", delta.get("downlink-digest"));
+        LinkedHashMap<String, Tensor> model = new FedgcHandler().download(content, config, state);
+        LinkedHashMap<String, Tensor> expected = weights(delta.get("new_replica"));
+        check(new ArrayList<>(model.keySet()).equals(new ArrayList<>(expected.keySet())), "delta: the model's order");
+        for (Map.Entry<String, Tensor> e : expected.entrySet()) {
+            Tensor t = model.get(e.getKey());
+            boolean same = t != null && Arrays.equals(t.shape, e.getValue().shape) && t.data.length == e.getValue().data.length;
+            for (int i = 0; same && i < t.data.length; i++) {
+                same = Float.floatToRawIntBits(t.data[i]) == Float.floatToRawIntBits(e.getValue().data[i]);
+            }
+            check(same, "delta: " + e.getKey() + " differs from Python's new replica");
+        }
+        check(FedgcHandler.digest(state.replica).equals(delta.get("downlink-digest")), "delta: the stored replica");
+
+        // A wrong base digest, and a download whose result does not match: refused, replica unchanged.
+        FedgcState other = new FedgcState();
+        other.replica = weights(delta.get("replica"));
+        config.put("downlink-base", "0000000000000000");
+        refused(() -> new FedgcHandler().download(content, config, other), "is not the download's base");
+        config.put("downlink-base", delta.get("downlink-base"));
+        config.put("downlink-digest", "0000000000000000");
+        refused(() -> new FedgcHandler().download(content, config, other), "does not match the server's digest");
+        check(FedgcHandler.digest(other.replica).equals(delta.get("downlink-base")), "a refused download changed the replica");
+        FedgcState none = new FedgcState();
+        refused(() -> new FedgcHandler().download(content, config, none), "holds no replica");
+    }
+
+    interface Call {
+        void run() throws Exception;
+    }
+
+    static void refused(Call call, String reason) {
+        try {
+            call.run();
+            check(false, "not refused: " + reason);
+        } catch (FedgcHandler.Refused e) {
+            check(e.getMessage().contains(reason), "refused with '" + e.getMessage() + "', expected '" + reason + "'");
+        } catch (Exception e) {
+            check(false, "raised " + e + " instead of refusing: " + reason);
+        }
+    }
+
+    static ConfigRecord clientConfig() {
+        ConfigRecord c = new ConfigRecord();
+        c.put("version", 1L);
+        c.put("model", "logreg");
+        c.put("input-shape", Arrays.<Object>asList(3L));
+        c.put("num-classes", 2L);
+        c.put("seed", 0L);
+        c.put("local-steps", 2L);
+        c.put("batch-size", 2L);
+        c.put("lr", 0.1);
+        c.put("momentum", 0.0);
+        c.put("weight-decay", 0.0);
+        c.put("compressor", "dgc");
+        c.put("c.value_dtype", "fp32");
+        c.put("c.dense_small_tensors", true);
+        c.put("c.momentum", 0.9);
+        return c;
+    }
+
+    static Message train(ConfigRecord clientConfig, boolean withArrays) {
+        Metadata m = new Metadata();
+        m.messageType = "train";
+        m.messageId = "m";
+        m.createdAt = System.currentTimeMillis() / 1000.0;
+        m.ttl = 3600;
+        RecordDict content = new RecordDict();
+        if (withArrays) {
+            ArrayRecord arrays = new ArrayRecord();
+            arrays.put("net.1.weight", Array.ofFloat32(new float[6], 2, 3));
+            arrays.put("net.1.bias", Array.ofFloat32(new float[2], 2));
+            content.put("arrays", arrays);
+        }
+        ConfigRecord config = new ConfigRecord();
+        config.put("server-round", 1L);
+        config.put("density", 0.5);
+        config.put("num-clients", 2L);
+        config.put("applied-rounds", new ArrayList<Object>());
+        content.put("config", config);
+        if (clientConfig != null) {
+            content.put("client-config", clientConfig);
+        }
+        return new Message(m, content, null);
+    }
+
+    /** DATA_DIR holds a train.npz of 4 examples of shape (3,) with labels 0/1. */
+    static void refuse(File dataDir) throws Exception {
+        Map<String, Object> nodeConfig = new LinkedHashMap<>();
+        nodeConfig.put("partition-id", 0L);
+        NodeContext context = new NodeContext(1, 1, nodeConfig, new LinkedHashMap<String, Object>(), dataDir);
+        Object[][] cases = {
+            {null, "no 'client-config' record"},
+            {with("version", 2L), "client-config version 2; this client speaks 1"},
+            {with("compressor", "qsgd"), "compressor qsgd is not implemented by the JVM client (dgc, topk)"},
+            {with("c.threshold", 0.1), "client-config has option threshold, which dgc in the JVM client does not read"},
+            {with("model", "small_cnn"), "model small_cnn has no trainer in the JVM client (logreg, mlp)"},
+            {with("input-shape", Arrays.<Object>asList(1L, 8L, 8L)), "but the model takes (1, 8, 8)"},
+            {with("num-classes", 1L), "label 1 out of range for 1 classes"},
+            {with("c.value_dtype", "fp8"), "c.value_dtype is fp8, not fp32 or fp16"},
+            {with("epochs", 1.0), "exactly one of 'local-steps' and 'epochs'"},
+        };
+        FedgcHandler handler = new FedgcHandler();
+        for (Object[] c : cases) {
+            Message reply = handler.handle(train((ConfigRecord) c[0], true), context);
+            String reason = reply.hasError() ? reply.error().reason : "(a reply with content)";
+            check(reply.hasError() && reason.contains((String) c[1]) && !reason.contains("\n"),
+                "expected a one-line error with '" + c[1] + "', got " + reason);
+        }
+        Message noModel = handler.handle(train(clientConfig(), false), context);
+        check(noModel.hasError() && noModel.error().reason.contains("no 'arrays' record"), "a message without a model");
+        Message good = handler.handle(train(clientConfig(), true), context);
+        check(good.hasContent() && new ArrayList<>(good.content().keySet()).equals(Arrays.asList("update", "metrics"))
+            && new ArrayList<>(good.content().metricRecord("metrics").keySet()).equals(Arrays.asList(
+                "num-examples", "samples", "steps", "train-loss", "elements-sent", "elements-total")),
+            "a good message: " + good);
+        Metadata m = new Metadata();
+        m.messageType = "evaluate";
+        Message evaluate = handler.handle(new Message(m, new RecordDict(), null), context);
+        check(evaluate.hasError() && evaluate.error().reason.contains("does not handle evaluate messages"), "evaluate");
+        NodeContext noData = new NodeContext(1, 1, nodeConfig, new LinkedHashMap<String, Object>(), null);
+        Message partition = new FedgcHandler().handle(queryPartition(), noData);
+        check(partition.hasError() && partition.error().reason.contains("no device data"), "a node without data");
+    }
+
+    static Message queryPartition() {
+        Metadata m = new Metadata();
+        m.messageType = "query.partition";
+        return new Message(m, new RecordDict(), null);
+    }
+
+    static ConfigRecord with(String key, Object value) {
+        ConfigRecord c = clientConfig();
+        c.put(key, value);
+        return c;
+    }
+}
