@@ -18,7 +18,7 @@ from fedgc.data import DATASETS, PARTITIONERS, DataFileError, load_central, load
 from fedgc.data.config import DataConfig
 from fedgc.data.leaf import ALL_LETTERS, load_leaf_dir
 from fedgc.data.mnist import load_mnist_dir
-from fedgc.data.partition import PartitionError
+from fedgc.data.partition import PartitionError, partition_options
 
 SHARED = Path(os.environ.get("FEDGC_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
 MNIST = SHARED / "data" / "mnist"
@@ -33,7 +33,8 @@ def balanced_labels(classes: int = 10, per_class: int = 200) -> np.ndarray:
 
 def run(name: str, labels: np.ndarray, num_clients: int, seed: int, groups=None, **keys) -> list[np.ndarray]:
     config = DataConfig(partition=name, num_clients=num_clients, **keys)
-    return PARTITIONERS[name](labels, num_clients, np.random.default_rng(seed), config, groups)
+    return PARTITIONERS[name](labels, num_clients, np.random.default_rng(seed), groups=groups,
+                              **partition_options(name, config))
 
 
 def label_entropy(labels: np.ndarray, parts: list[np.ndarray]) -> float:
@@ -329,3 +330,13 @@ def test_shared_data_is_not_written(tmp_path):
     shutil.copytree(MNIST, copy)
     load_mnist_dir(copy)
     assert sorted(p.name for p in copy.iterdir()) == sorted(p.name for p in MNIST.iterdir())
+
+
+def test_each_partitioner_takes_its_own_options_and_every_option_has_a_partitioner():
+    from fedgc.data.partition import option_names
+
+    options = {name: set(option_names(name)) for name in PARTITIONERS}
+    assert options["dirichlet"] == {"alpha", "min_partition_size"} and options["iid"] == set()
+    assert options["shards"] == {"shards_per_client"} and options["size_skew"] == {"size_sigma", "min_partition_size"}
+    partition_keys = {"alpha", "shards_per_client", "classes_per_client", "size_sigma", "min_partition_size"}
+    assert set().union(*options.values()) == partition_keys and partition_keys <= set(DataConfig.model_fields)

@@ -18,7 +18,7 @@ from fedgc.data.hf import PREFIX as HF_PREFIX
 from fedgc.data.hf import load_hf
 from fedgc.data.leaf import load_leaf_dir
 from fedgc.data.mnist import load_mnist_dir
-from fedgc.data.partition import PARTITIONERS, PartitionError
+from fedgc.data.partition import PARTITIONERS, PartitionError, partition_options
 from fedgc.data.synthetic import generate_synthetic
 
 if TYPE_CHECKING:
@@ -80,7 +80,11 @@ def load_federated(config: DataConfig, seed: int) -> FederatedData:
     if config.max_test_samples and config.max_test_samples < len(test):
         test = test.subset(np.arange(config.max_test_samples))
     rng = np.random.default_rng([seed, 1])  # independent of the loader's stream
-    parts = PARTITIONERS[config.partition](train.y, config.num_clients, rng, config, groups)
+    if config.partition == "natural" and groups is None:
+        raise PartitionError(f"data.partition natural: dataset {config.dataset!r} has no natural clients "
+                             "(use shakespeare, femnist, synthetic, or hf:<id> with huggingface.group_key)")
+    parts = PARTITIONERS[config.partition](train.y, config.num_clients, rng, groups=groups,
+                                           **partition_options(config.partition, config))
     names: list[str] = []
     if config.partition == "natural" and groups is not None and central.group_names is not None:
         names = [central.group_names[int(groups[p[0]])] for p in parts]

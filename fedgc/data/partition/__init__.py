@@ -1,6 +1,14 @@
-"""Partitions of a train split into client datasets, deterministic for a seed (see ``base``)."""
+"""Partitions of a train split into client datasets, deterministic for a seed (see ``base``).
+
+Each partitioner takes its own options as keyword arguments (``dirichlet(..., alpha=, min_partition_size=)``);
+``partition_options`` finds them in the function's signature, so the scenario's ``data`` keys of the
+same names reach the partitioner that reads them and no other.
+"""
 
 from __future__ import annotations
+
+import inspect
+from typing import Any
 
 from fedgc.data.partition.base import PartitionError, PartitionFn
 from fedgc.data.partition.dirichlet import dirichlet
@@ -19,4 +27,17 @@ PARTITIONERS: dict[str, PartitionFn] = {
     "size_skew": size_skew,
 }
 
-__all__ = ["PARTITIONERS", "PartitionError", "PartitionFn"]
+
+
+def option_names(name: str) -> tuple[str, ...]:
+    """The keyword options partitioner ``name`` takes (``groups`` is the data's, not an option)."""
+    parameters = inspect.signature(PARTITIONERS[name]).parameters.values()
+    return tuple(p.name for p in parameters if p.kind is p.KEYWORD_ONLY and p.name != "groups")
+
+
+def partition_options(name: str, source: Any) -> dict[str, Any]:
+    """Partitioner ``name``'s options, read by name from ``source`` (a scenario's ``data`` section)."""
+    return {option: getattr(source, option) for option in option_names(name)}
+
+
+__all__ = ["PARTITIONERS", "PartitionError", "PartitionFn", "option_names", "partition_options"]

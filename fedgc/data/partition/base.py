@@ -1,6 +1,7 @@
 """Shared machinery of the partitioner wrappers.
 
-Every partitioner is a function ``(labels, num_clients, rng, config, groups) -> list[index array]``:
+Every partitioner is a function ``(labels, num_clients, rng, *, <its options>, groups) -> list[index
+array]``:
 the index arrays (int64, sorted) are disjoint subsets of ``range(len(labels))``, one per client,
 deterministic for the state of ``rng``. Where flwr-datasets has the partitioner, the wrapper runs it
 on a ``datasets.Dataset`` holding only the labels (and groups) plus each row's original index, and
@@ -19,8 +20,6 @@ import numpy as np
 if TYPE_CHECKING:
     from flwr_datasets.partitioner import Partitioner
 
-    from fedgc.data.config import DataConfig
-
 INDEX = "_fedgc_index"
 
 
@@ -29,8 +28,8 @@ class PartitionError(ValueError):
 
 
 class PartitionFn(Protocol):
-    def __call__(self, labels: np.ndarray, num_clients: int, rng: np.random.Generator, config: DataConfig,
-                 groups: np.ndarray | None = None) -> list[np.ndarray]: ...
+    def __call__(self, labels: np.ndarray, num_clients: int, rng: np.random.Generator, *,
+                 groups: np.ndarray | None = None, **options: Any) -> list[np.ndarray]: ...
 
 
 def draw_seed(rng: np.random.Generator) -> int:

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from fedgc.data.partition.base import check_clients, run_partitioner
 
-if TYPE_CHECKING:
-    from fedgc.data.config import DataConfig
 
-
-def iid(labels: np.ndarray, num_clients: int, rng: np.random.Generator, config: DataConfig,
+def iid(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *,
         groups: np.ndarray | None = None) -> list[np.ndarray]:
     from flwr_datasets.partitioner import IidPartitioner
 

@@ -8,22 +8,17 @@ seeded sample of ``num_clients`` groups is used (the others' train data is left 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from fedgc.data.partition.base import PartitionError, run_partitioner
 
-if TYPE_CHECKING:
-    from fedgc.data.config import DataConfig
 
-
-def natural(labels: np.ndarray, num_clients: int, rng: np.random.Generator, config: DataConfig,
+def natural(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *,
             groups: np.ndarray | None = None) -> list[np.ndarray]:
     from flwr_datasets.partitioner import NaturalIdPartitioner
 
     if groups is None:
-        raise PartitionError(f"data.partition natural: dataset {config.dataset!r} has no natural clients "
+        raise PartitionError("data.partition natural: this dataset has no natural clients "
                              "(use shakespeare, femnist, synthetic, or hf:<id> with huggingface.group_key)")
     present = np.unique(groups)
     if num_clients > len(present):

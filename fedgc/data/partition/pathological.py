@@ -7,23 +7,18 @@ Unlike ``shards`` this guarantees at most ``classes_per_client`` labels per clie
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from fedgc.data.partition.base import check_clients, draw_seed, run_partitioner
 
-if TYPE_CHECKING:
-    from fedgc.data.config import DataConfig
 
-
-def pathological(labels: np.ndarray, num_clients: int, rng: np.random.Generator, config: DataConfig,
+def pathological(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *, classes_per_client: int,
                  groups: np.ndarray | None = None) -> list[np.ndarray]:
     from flwr_datasets.partitioner import PathologicalPartitioner
 
     check_clients(num_clients, len(labels), "pathological")
     partitioner = PathologicalPartitioner(num_partitions=num_clients, partition_by="label",
-                                          num_classes_per_partition=config.classes_per_client,
+                                          num_classes_per_partition=classes_per_client,
                                           class_assignment_mode="first-deterministic", shuffle=False,
                                           seed=draw_seed(rng))
     return run_partitioner(partitioner, {"label": labels}, rng.permutation(len(labels)), "pathological")

@@ -9,26 +9,21 @@ The ``len(labels) mod (num_clients × shards_per_client)`` samples left over are
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from fedgc.data.partition.base import PartitionError, check_clients, draw_seed, run_partitioner
 
-if TYPE_CHECKING:
-    from fedgc.data.config import DataConfig
 
-
-def shards(labels: np.ndarray, num_clients: int, rng: np.random.Generator, config: DataConfig,
+def shards(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *, shards_per_client: int,
            groups: np.ndarray | None = None) -> list[np.ndarray]:
     from flwr_datasets.partitioner import ShardPartitioner
 
     check_clients(num_clients, len(labels), "shards")
-    if num_clients * config.shards_per_client > len(labels):
-        raise PartitionError(f"data.shards_per_client: {num_clients} clients × {config.shards_per_client} shards "
+    if num_clients * shards_per_client > len(labels):
+        raise PartitionError(f"data.shards_per_client: {num_clients} clients × {shards_per_client} shards "
                              f"exceeds the {len(labels)} train samples")
     partitioner = ShardPartitioner(num_partitions=num_clients, partition_by="label",
-                                   num_shards_per_partition=config.shards_per_client, shuffle=False,
+                                   num_shards_per_partition=shards_per_client, shuffle=False,
                                    seed=draw_seed(rng))
     # The partitioner sorts by label; shuffling the rows first randomizes which samples of a class
     # fall into which shard.

@@ -7,14 +7,9 @@ used. The rows are shuffled with the seed first, since ``SizePartitioner`` cuts 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from fedgc.data.partition.base import PartitionError, check_clients, run_partitioner
-
-if TYPE_CHECKING:
-    from fedgc.data.config import DataConfig
 
 
 def skewed_sizes(total: int, num_clients: int, sigma: float, minimum: int, rng: np.random.Generator) -> list[int]:
@@ -30,10 +25,11 @@ def skewed_sizes(total: int, num_clients: int, sigma: float, minimum: int, rng: 
     return [int(s) + minimum for s in sizes]
 
 
-def size_skew(labels: np.ndarray, num_clients: int, rng: np.random.Generator, config: DataConfig,
+def size_skew(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *, size_sigma: float,
+              min_partition_size: int,
               groups: np.ndarray | None = None) -> list[np.ndarray]:
     from flwr_datasets.partitioner import SizePartitioner
 
     check_clients(num_clients, len(labels), "size_skew")
-    sizes = skewed_sizes(len(labels), num_clients, config.size_sigma, config.min_partition_size, rng)
+    sizes = skewed_sizes(len(labels), num_clients, size_sigma, min_partition_size, rng)
     return run_partitioner(SizePartitioner(sizes), {"label": labels}, rng.permutation(len(labels)), "size_skew")
