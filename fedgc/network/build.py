@@ -11,6 +11,7 @@ from fedgc.network.device import Device, assign_rows, read_capacity_file, tier_s
 from fedgc.network.links import LINKS, Link
 from fedgc.network.piecewise import PeriodicRate
 from fedgc.network.profiles import PROFILES
+from fedgc.network.protocol import protocol_from_config
 from fedgc.network.timeline import ClientNetwork, NetworkModel
 from fedgc.network.traces import read_trace
 
@@ -108,4 +109,6 @@ def build_network(env: simpy.Environment, config: NetworkConfig, node_ids: list[
     mbps = 1e6
     return NetworkModel(env, clients,
                         server_up_bps=config.server_up_mbps * mbps if config.server_up_mbps else None,
-                        server_down_bps=config.server_down_mbps * mbps if config.server_down_mbps else None)
+                        server_down_bps=config.server_down_mbps * mbps if config.server_down_mbps else None,
+                        protocol=protocol_from_config(config.protocol, config.pull_interval_s, config.requests_down,
+                                                      config.requests_up, config.reply_poll_s))

@@ -61,6 +61,14 @@ class NetworkConfig(BaseModel):
     mean_off_s: float = Field(600.0, gt=0.0, le=MAX_SECONDS, description="exponential availability: mean offline time")
     availability_file: str | None = Field(None, description="CSV client,start_s,end_s of online intervals")
     availability_period_s: float | None = Field(None, gt=0.0, le=MAX_SECONDS, description="repeat the availability file every ...")
+    # messaging protocol (fedgc/network/protocol.py)
+    protocol: Literal["ideal", "flower"] = Field("ideal", description="ideal: no protocol cost; flower: Flower's "
+                                                 "pull-based protocol (pick-up delay, request round trips, reply step)")
+    pull_interval_s: float = Field(3.0, ge=0.0, le=3600.0, description="flower: a SuperNode's sleep between pulls")
+    requests_down: int = Field(3, ge=0, le=10_000, description="flower: request round trips per download")
+    requests_up: int = Field(2, ge=0, le=10_000, description="flower: request round trips per upload")
+    reply_poll_s: float = Field(0.05, ge=0.0, le=3600.0, description="flower: the server's reply collection step "
+                                "(fedgc's loop 0.05 s; Flower's send_and_receive 3 s)")
     # rounds
     deadline_s: float | None = Field(None, gt=0.0, le=MAX_SECONDS, description="round deadline in simulated seconds")
     over_selection: float = Field(1.0, ge=1.0, le=10.0, description="select ceil(c*K) clients, keep the first K to finish")
@@ -111,6 +119,11 @@ class NetworkConfig(BaseModel):
             raise ValueError("availability_file is required exactly when availability is trace")
         if self.availability_period_s is not None and self.availability != "trace":
             raise ValueError("availability_period_s only applies when availability is trace")
+        if self.protocol == "ideal":
+            changed = [k for k in ("pull_interval_s", "requests_down", "requests_up", "reply_poll_s")
+                       if k in self.model_fields_set]
+            if changed:
+                raise ValueError(f"{changed[0]} only applies when protocol is flower")
         files = [*self.trace_down, *(self.trace_up or []), self.bandwidth_file, self.device_file,
                  self.availability_file]
         for name in files:

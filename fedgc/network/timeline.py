@@ -29,6 +29,7 @@ from fedgc.network.availability import ALWAYS, Availability
 from fedgc.network.device import Device
 from fedgc.network.fairshare import fair_share
 from fedgc.network.links.base import Link
+from fedgc.network.protocol import IDEAL, Protocol
 
 Status = Literal["completed", "late", "discarded", "cut"]
 
@@ -73,14 +74,17 @@ class NetworkModel:
 
     ``server_up_bps`` is the server's sending capacity, shared by the clients' downloads;
     ``server_down_bps`` its receiving capacity, shared by the uploads. None: not a bottleneck.
+    ``protocol``: the messaging protocol's own cost (:mod:`fedgc.network.protocol`; default none).
     """
 
     def __init__(self, env: simpy.Environment, clients: dict[int, ClientNetwork],
-                 server_up_bps: float | None = None, server_down_bps: float | None = None) -> None:
+                 server_up_bps: float | None = None, server_down_bps: float | None = None,
+                 protocol: Protocol = IDEAL) -> None:
         self.env = env
         self.clients = clients
         self.server_up_bps = server_up_bps
         self.server_down_bps = server_down_bps
+        self.protocol = protocol
 
     def state_dict(self) -> dict:
         """The clock's time and every client's link, device and availability (their sample paths and
@@ -113,6 +117,8 @@ class NetworkModel:
 
     def _phases(self, jobs: list[ClientJob], start: float) -> tuple[list[float], list[float], list[float], list[float]]:
         """Per client: downloaded, computed, uploaded (inf where not reached) and the offline time."""
+        if not self.protocol.ideal:
+            return self._protocol_phases(jobs, start)
         n = len(jobs)
         inf = math.inf
         clients = [self.clients[job.node_id] for job in jobs]
@@ -144,6 +150,30 @@ class NetworkModel:
                 c = down[i] + client.device.compute_time(job.compute_samples)
                 comp[i] = c if c <= off[i] else inf
         up = self._transfers(clients, comp, [j.up_bytes for j in jobs], off, "up", self.server_down_bps)
+        return down, comp, up, off
+
+    def _protocol_phases(self, jobs: list[ClientJob], start: float):
+        """``_phases`` with the protocol's costs: every download starts ``pickup_s`` late, and each
+        transfer is charged its request round trips (the link's RTT each) after its last byte."""
+        proto = self.protocol
+        n = len(jobs)
+        inf = math.inf
+        clients = [self.clients[job.node_id] for job in jobs]
+        off = [c.availability.next_off(start) for c in clients]
+        rtt = [2.0 * c.link.one_way_s for c in clients]
+        pickup = start + proto.pickup_s
+        arrive = [pickup if off[i] > pickup else inf for i in range(n)]
+        down = self._transfers(clients, arrive, [j.down_bytes for j in jobs], off, "down", self.server_up_bps)
+        down = [d + proto.requests_down * rtt[i] for i, d in enumerate(down)]
+        down = [d if d <= off[i] else inf for i, d in enumerate(down)]
+        comp = [inf] * n
+        for i, (job, client) in enumerate(zip(jobs, clients)):
+            if down[i] < inf:
+                c = down[i] + client.device.compute_time(job.compute_samples)
+                comp[i] = c if c <= off[i] else inf
+        up = self._transfers(clients, comp, [j.up_bytes for j in jobs], off, "up", self.server_down_bps)
+        up = [u + proto.requests_up * rtt[i] for i, u in enumerate(up)]
+        up = [u if u <= off[i] else inf for i, u in enumerate(up)]
         return down, comp, up, off
 
     @staticmethod
@@ -199,6 +229,8 @@ class NetworkModel:
             last = float(finite.max()) if finite.size else start
             end = limit if (finite.size < n and limit < math.inf) else min(last, limit)
             end = max(end, start)
+        if not self.protocol.ideal:  # the server notices the close on its next reply poll
+            end = min(self.protocol.close(start, end), limit)
         is_kept = np.zeros(n, dtype=bool)
         is_kept[kept] = True
 

@@ -1,0 +1,77 @@
+"""The protocol term of the network model (``network.protocol``): ``flower`` adds the documented costs
+(pick-up delay, request round trips, reply collection step) to ``ideal``'s times, and ``ideal`` is the
+default and adds nothing."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import simpy
+from pydantic import ValidationError
+
+from fedgc.network import build_network
+from fedgc.network.config import NetworkConfig
+from fedgc.network.timeline import ClientJob
+
+JOBS = [ClientJob(1, 2_000_000, 300, 1_000_000), ClientJob(2, 1_000_000, 900, 3_000_000)]
+
+
+def run(deadline_s=None, **network):
+    config = NetworkConfig(**{"up_mbps": 4.0, "down_mbps": 8.0, "rtt_ms": 40.0, "device_samples_per_s": 100.0,
+                              **network})
+    net = build_network(simpy.Environment(initial_time=5.0), config, [1, 2], np.random.default_rng(0))
+    return net.run_round(JOBS, deadline_s=deadline_s)
+
+
+def test_ideal_is_the_default_and_adds_nothing():
+    assert NetworkConfig().protocol == "ideal"
+    tl = run()
+    for t, job in zip(tl.timings, JOBS):
+        down = 5.0 + job.down_bytes * 8 / 8e6 + 0.02
+        comp = down + job.compute_samples / 100.0
+        assert (t.downloaded, t.computed, t.uploaded) == pytest.approx((down, comp, comp + job.up_bytes * 8 / 4e6 + 0.02))
+    assert tl.end == max(t.uploaded for t in tl.timings)
+
+
+@pytest.mark.parametrize("step", [0.05, 3.0])
+def test_flower_follows_the_documented_formula(step):
+    ideal, flower = run(), run(protocol="flower", reply_poll_s=step)
+    rtt = 0.04
+    for a, b in zip(ideal.timings, flower.timings):
+        assert b.downloaded == pytest.approx(a.downloaded + 1.5 + 3 * rtt)  # pull_interval_s / 2 + 3 round trips
+        assert b.computed - b.downloaded == pytest.approx(a.computed - a.downloaded)
+        assert b.uploaded == pytest.approx(a.uploaded + 1.5 + 3 * rtt + 2 * rtt)
+    last = max(t.uploaded for t in flower.timings)
+    assert flower.end == pytest.approx(5.0 + math.ceil((last - 5.0) / step) * step)
+    assert flower.end >= last and flower.end - last < step
+
+
+def test_flower_parameters_and_a_deadline():
+    tl = run(protocol="flower", pull_interval_s=0.0, requests_down=0, requests_up=0, reply_poll_s=0.0)
+    assert [t.uploaded for t in tl.timings] == pytest.approx([t.uploaded for t in run().timings])
+    uncapped = run(protocol="flower", reply_poll_s=3.0)
+    assert uncapped.end == pytest.approx(5.0 + 18.0)  # the last arrival, 22.74, seen on the 6th poll
+    capped = run(protocol="flower", reply_poll_s=3.0, deadline_s=17.9)
+    assert capped.end == pytest.approx(5.0 + 17.9)  # the poll after the arrival would be past the deadline
+
+
+def test_flower_with_a_shared_server_link():
+    ideal = run(server_up_mbps=8.0)
+    flower = run(protocol="flower", server_up_mbps=8.0, requests_down=0, requests_up=0, reply_poll_s=0.0)
+    for a, b in zip(ideal.timings, flower.timings):
+        assert b.downloaded == pytest.approx(a.downloaded + 1.5)
+
+
+@pytest.mark.parametrize("key", ["pull_interval_s", "requests_down", "requests_up", "reply_poll_s"])
+def test_protocol_keys_need_the_flower_protocol(key):
+    with pytest.raises(ValidationError, match=f"{key} only applies when protocol is flower"):
+        NetworkConfig(**{key: 1})
+
+
+def test_unknown_protocol_and_bad_values_are_refused():
+    with pytest.raises(ValidationError, match="protocol"):
+        NetworkConfig(protocol="grpc")
+    with pytest.raises(ValidationError, match="reply_poll_s"):
+        NetworkConfig(protocol="flower", reply_poll_s=-1)
