@@ -120,8 +120,9 @@ class NetworkConfig(BaseModel):
         if self.availability_period_s is not None and self.availability != "trace":
             raise ValueError("availability_period_s only applies when availability is trace")
         if self.protocol == "ideal":
+            # A resolved scenario.yaml lists every key with its default: only a changed value is an error.
             changed = [k for k in ("pull_interval_s", "requests_down", "requests_up", "reply_poll_s")
-                       if k in self.model_fields_set]
+                       if k in self.model_fields_set and getattr(self, k) != type(self).model_fields[k].default]
             if changed:
                 raise ValueError(f"{changed[0]} only applies when protocol is flower")
         files = [*self.trace_down, *(self.trace_up or []), self.bandwidth_file, self.device_file,
