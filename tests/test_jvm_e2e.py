@@ -3,7 +3,8 @@
 data) and one JVM SuperNode holding partition 2 from its own ``train.npz`` (written by ``fedgc
 export-data``), the repository submitted with ``flwr run``. DGC uploads, top-k compressed downloads.
 
-- Insecure: three rounds; every update of the JVM node is applied (none rejected, none failed), its
+- Insecure, the client built on protoc's ``lite`` output (``fedgc-client-lite.jar``, what Android's
+  protobuf-javalite runs): three rounds; every update of the JVM node is applied (none rejected, none failed), its
   node is in every round's ``applied_nodes``, its downloads after the first (a reset: it announces
   ``no-replica``) are compressed differences it rebuilds and digest-checks, and accuracy rises.
 - TLS + SuperNode authentication, with a crash: every node's key registered with ``flwr supernode
@@ -45,6 +46,7 @@ from fedgc.flower.runtime_processes import (
 from .conftest import REPO
 from .test_jvm_client import JAR, TESTS_JAR, jar  # noqa: F401  (the fixture: make jvm, or skip)
 
+LITE_JAR = JAR.parent / "fedgc-client-lite.jar"  # the client on protoc's lite output (Android's protobuf-javalite)
 JVM_PARTITION = 2
 JVM_LABEL = JVM_PARTITION + 1  # the server presents partition p as node p + 1 (PartitionGrid)
 BASE = {
@@ -85,8 +87,8 @@ def results(out: Path, log: Path) -> tuple[dict, list[dict]]:
 
 
 def jvm_node(port: int, data_dir: Path, log: Path, env: dict, *extra: str, handler: str | None = None,
-             cwd: Path | None = None) -> ManagedProcess:
-    classpath = f"{JAR}{os.pathsep}{TESTS_JAR}" if handler else str(JAR)
+             cwd: Path | None = None, jar_path: Path = JAR) -> ManagedProcess:
+    classpath = f"{jar_path}{os.pathsep}{TESTS_JAR}" if handler else str(jar_path)
     command = ["java", "-cp", classpath, "fedgc.client.Main", "--superlink", f"127.0.0.1:{port}",
                "--node-config", f"partition-id={JVM_PARTITION} num-partitions=3", "--data-dir", str(data_dir),
                "--poll-interval", "0.2", *extra]
@@ -158,7 +160,8 @@ def test_jvm_node_trains_in_a_dgc_run_with_compressed_downloads(tmp_path, jar): 
     try:
         processes.append(start_superlink(port, logs, env, simulation=False))
         processes += [start_supernode(port, p, 3, logs, env) for p in (0, 1)]
-        node = jvm_node(port, data_dir, logs / "jvm.log", env, "--insecure")
+        assert LITE_JAR.is_file()
+        node = jvm_node(port, data_dir, logs / "jvm.log", env, "--insecure", jar_path=LITE_JAR)
         processes.append(node)
         config, out = run_config(scenario, tmp_path)
         log = tmp_path / "flwr-run.log"

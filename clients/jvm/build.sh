@@ -4,7 +4,11 @@
 # client compiled with `javac --release 8`, and the protobuf runtime bundled in, so `java -jar` runs
 # it anywhere with Java 8+. Needs a JDK, protoc and protobuf-java of the same release line (Debian:
 # openjdk-17-jdk-headless protobuf-compiler libprotobuf-java). Also builds build/fedgc-client-tests.jar
-# (the Java-side self-check run by tests/test_jvm_client.py).
+# (the Java-side self-check run by tests/test_jvm_client.py) and build/fedgc-client-lite.jar: the same
+# client on protoc's `lite` output (what Android's protobuf-javalite runs), compiled against the
+# lite classes so that any use of the full runtime's API (descriptors, reflection, JsonFormat) fails
+# the build; tests/test_jvm_e2e.py runs that jar in a real fedgc run. (It bundles Debian's full
+# protobuf-java, which holds the lite runtime classes too; no protobuf-javalite jar is used here.)
 set -euo pipefail
 cd "$(dirname "$0")"
 PROTOC="${PROTOC:-protoc}"
@@ -27,8 +31,8 @@ if [ -n "$jar_version" ] && [ "${protoc_version%.*}" != "${jar_version%.*}" ]; t
     exit 2
 fi
 
-rm -rf build/gen build/classes build/test-classes
-mkdir -p build/gen build/classes build/test-classes
+rm -rf build/gen build/classes build/test-classes build/gen-lite build/classes-lite
+mkdir -p build/gen build/classes build/test-classes build/gen-lite build/classes-lite
 # shellcheck disable=SC2086
 "$PROTOC" --descriptor_set_in=proto/flwr-proto.desc --java_out=build/gen $FILES 2> >(grep -v "matches the name of one of the types" >&2)
 javac --release 8 -nowarn -encoding UTF-8 -cp "$PROTOBUF_JAR" -d build/classes \
@@ -39,4 +43,11 @@ jar --create --file build/fedgc-client.jar --main-class fedgc.client.Main -C bui
 javac --release 8 -nowarn -encoding UTF-8 -cp build/fedgc-client.jar -d build/test-classes \
     $(find src/test/java -name '*.java' | sort)
 jar --create --file build/fedgc-client-tests.jar -C build/test-classes .
+# shellcheck disable=SC2086
+"$PROTOC" --descriptor_set_in=proto/flwr-proto.desc --java_out=lite:build/gen-lite $FILES 2> >(grep -v "matches the name of one of the types" >&2)
+javac --release 8 -nowarn -encoding UTF-8 -cp "$PROTOBUF_JAR" -d build/classes-lite \
+    $(find build/gen-lite src/main/java -name '*.java' | sort)
+cp proto/FLWR_VERSION build/classes-lite/fedgc/client/FLWR_VERSION
+(cd build/classes-lite && jar xf "$(readlink -f "$PROTOBUF_JAR")" com)
+jar --create --file build/fedgc-client-lite.jar --main-class fedgc.client.Main -C build/classes-lite .
 echo "built clients/jvm/build/fedgc-client.jar ($(wc -c < build/fedgc-client.jar) bytes; protoc $protoc_version, flwr $(cat proto/FLWR_VERSION))"
