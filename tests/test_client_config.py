@@ -181,3 +181,14 @@ def test_a_bad_client_config_is_refused(change, error):
         read_client_config(record)
     with pytest.raises(ClientConfigError, match="no 'client-config'"):
         read_client_config(None)
+
+
+def test_each_compressor_reads_exactly_its_own_options_and_common_ones():
+    """An option is declared once, in its compressor's Options model; the compressor reads all of
+    them and no other compressor's (what it reads is what its clients are sent)."""
+    from fedgc.compress.config import CommonCompression
+
+    for name, cls in COMPRESSORS.items():
+        read = set(client_option_names(name))
+        assert set(cls.Options.model_fields) <= read, name
+        assert read <= set(cls.Options.model_fields) | set(CommonCompression.model_fields), name

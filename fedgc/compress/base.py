@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import torch
+from pydantic import BaseModel, ConfigDict
 
 from fedgc.compress.payloads import (  # noqa: F401  (re-exported: payload types live in payloads.py)
     DensePayload,
@@ -45,10 +46,19 @@ class CompressionContext:
     memory: Memory | None = None
 
 
+class NoOptions(BaseModel):
+    """The options of a compressor that takes none beyond the common ones (unknown keys are errors)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
 class Compressor(ABC):
     """One compression method. Stateless: error feedback lives in a ``Memory``."""
 
     name: ClassVar[str]
+    # The compressor's own options (a pydantic model with defaults, bounds and descriptions): each
+    # field is a key of the scenario's ``compression`` section (fedgc.compress.config).
+    Options: ClassVar[type[BaseModel]] = NoOptions
 
     @classmethod
     def from_config(cls, config: CompressionConfig) -> Compressor:

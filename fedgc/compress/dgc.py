@@ -10,13 +10,17 @@ See docs/dgc.md for the equations of the data-parallel and the federated mode.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Literal
 
 import torch
+from pydantic import Field
 
-from fedgc.compress.base import CompressionContext, Compressor, SparsePayload
-from fedgc.compress.config import CompressionConfig
+from fedgc.compress.base import CompressionContext, Compressor, NoOptions, SparsePayload
 from fedgc.compress.dgc_memory import DGCMemory
 from fedgc.compress.topk import k_for, topk_indices
+
+if TYPE_CHECKING:
+    from fedgc.compress.config import CompressionConfig
 
 MIN_SAMPLES = 1_000  # fewest entries sampled to estimate the threshold; tensors this small use exact top-k
 LOWER_RATIO = 0.8  # fewer than LOWER_RATIO·k candidates: lower the threshold and count again
@@ -87,8 +91,23 @@ def clip_update(update: dict[str, torch.Tensor], max_norm: float) -> dict[str, t
     return {name: t * coef for name, t in update.items()}
 
 
+class DGCOptions(NoOptions):
+    """DGC (Lin et al., 2018; docs/dgc.md). DGC always keeps its residual: it ignores ``error_feedback``."""
+
+    momentum: float = Field(0.9, ge=0.0, lt=1.0, description="DGC momentum m in u <- m*u + g")
+    nesterov: bool = Field(False, description="Nesterov momentum: u <- m*(u + g); v <- v + u + g")
+    momentum_correction: bool = Field(True, description="accumulate momentum u into v (off: v <- v + g)")
+    momentum_masking: bool = Field(True, description="zero the momentum u where entries were sent")
+    clip_norm: float | None = Field(None, gt=0.0, description="local gradient clipping threshold before N^-1/2 scaling")
+    momentum_dtype: Literal["fp32", "bf16"] = Field(
+        "fp32", description="how DGC stores its momentum u between rounds (bf16: 2 B/param less per client, "
+                            "a documented precision trade-off; v stays fp32, nothing is lost)")
+    sample_ratio: float = Field(0.01, gt=0.0, le=1.0, description="fraction of |v| sampled to estimate the top-k threshold")
+
+
 class DGC(Compressor):
     name = "dgc"
+    Options = DGCOptions
 
     def __init__(self, sample_ratio: float = 0.01, clip_norm: float | None = None) -> None:
         self.sample_ratio = sample_ratio

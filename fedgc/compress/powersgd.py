@@ -10,16 +10,28 @@ smaller than the tensor it is sent dense.
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
-from fedgc.compress.base import CompressionContext, Compressor, DensePayload, LowRankPayload, Payload
-from fedgc.compress.config import CompressionConfig
+import torch
+from pydantic import Field
+
+from fedgc.compress.base import CompressionContext, Compressor, DensePayload, LowRankPayload, NoOptions, Payload
 from fedgc.compress.method_memory import PowerSGDMemory
 from fedgc.compress.payloads import VALUE_DTYPES, to_value_dtype
+
+if TYPE_CHECKING:
+    from fedgc.compress.config import CompressionConfig
+
+
+class PowerSGDOptions(NoOptions):
+    """powersgd's option."""
+
+    powersgd_rank: int = Field(2, ge=1, le=1024, description="powersgd: rank r of the P·Qᵀ approximation")
 
 
 class PowerSGD(Compressor):
     name = "powersgd"
+    Options = PowerSGDOptions
 
     def __init__(self, rank: int = 2, factor_dtype: torch.dtype = torch.float32) -> None:
         self.rank, self.factor_dtype = rank, factor_dtype

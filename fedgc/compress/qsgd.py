@@ -7,15 +7,28 @@ Levels travel as l + s in bit_length(2s) bits: with s = 15, 5 bits/element + 32/
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
-from fedgc.compress.base import CompressionContext, Compressor, QuantizedPayload
+import torch
+from pydantic import Field
+
+from fedgc.compress.base import CompressionContext, Compressor, NoOptions, QuantizedPayload
 from fedgc.compress.bits import pack_uint
-from fedgc.compress.config import CompressionConfig
+
+if TYPE_CHECKING:
+    from fedgc.compress.config import CompressionConfig
+
+
+class QSGDOptions(NoOptions):
+    """qsgd's options."""
+
+    qsgd_levels: int = Field(15, ge=1, le=32767, description="qsgd: quantization levels s per sign")
+    qsgd_bucket_size: int = Field(512, ge=1, description="qsgd: entries sharing one L2 norm")
 
 
 class QSGD(Compressor):
     name = "qsgd"
+    Options = QSGDOptions
 
     def __init__(self, levels: int = 15, bucket_size: int = 512) -> None:
         self.levels, self.bucket_size = levels, bucket_size

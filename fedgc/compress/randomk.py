@@ -7,11 +7,15 @@ sent unscaled (the contractive form of Stich et al., 2018), since the residual k
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from fedgc.compress.base import CompressionContext, Compressor, SparsePayload
-from fedgc.compress.config import CompressionConfig
 from fedgc.compress.topk import k_for
+
+if TYPE_CHECKING:
+    from fedgc.compress.config import CompressionConfig
 
 
 class RandomK(Compressor):

@@ -7,16 +7,28 @@ takes the weighted majority vote, as for ``signsgd``.
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
-from fedgc.compress.base import CompressionContext, Compressor, VotePayload
-from fedgc.compress.config import CompressionConfig
+import torch
+from pydantic import Field
+
+from fedgc.compress.base import CompressionContext, Compressor, NoOptions, VotePayload
 from fedgc.compress.method_memory import SignumMemory
 from fedgc.compress.signsgd import vote
+
+if TYPE_CHECKING:
+    from fedgc.compress.config import CompressionConfig
+
+
+class SignumOptions(NoOptions):
+    """signum's option."""
+
+    signum_momentum: float = Field(0.9, ge=0.0, lt=1.0, description="signum: m <- beta*m + (1-beta)*g")
 
 
 class Signum(Compressor):
     name = "signum"
+    Options = SignumOptions
 
     @classmethod
     def make_memory(cls, config: CompressionConfig) -> SignumMemory:

@@ -6,14 +6,26 @@ bits varies with the data (an update below τ everywhere costs a few bytes). Use
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
-from fedgc.compress.base import CompressionContext, Compressor, SparsePayload
-from fedgc.compress.config import CompressionConfig
+import torch
+from pydantic import Field
+
+from fedgc.compress.base import CompressionContext, Compressor, NoOptions, SparsePayload
+
+if TYPE_CHECKING:
+    from fedgc.compress.config import CompressionConfig
+
+
+class ThresholdOptions(NoOptions):
+    """threshold's option."""
+
+    threshold: float = Field(1e-3, gt=0.0, description="threshold: send entries with |x| >= threshold")
 
 
 class Threshold(Compressor):
     name = "threshold"
+    Options = ThresholdOptions
 
     def __init__(self, threshold: float = 1e-3) -> None:
         self.threshold = threshold
