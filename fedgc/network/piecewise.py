@@ -48,6 +48,10 @@ class PeriodicRate:
         self._rates = rates.tolist()
         self._cum = cum.tolist()
 
+    def segments(self) -> list[tuple[float, float]]:
+        """One period as (start s, rate bit/s) pairs, in order (for replaying the curve on a real link)."""
+        return list(zip(self._times[:-1], self._rates))
+
     @property
     def mean_bps(self) -> float:
         return self.per_period / self.period
