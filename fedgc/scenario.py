@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.downlink import DownlinkConfig
 from fedgc.data.config import DataConfig
+from fedgc.execution.device import DEVICE_PATTERN
 from fedgc.network.config import NetworkConfig
 from fedgc.paths import PathError, resolve_paths
 from fedgc.yaml12 import DuplicateKeyError
@@ -121,6 +122,9 @@ class Scenario(_Section):
     seed: int = Field(0, ge=0, lt=2**32)
     rounds: int = Field(..., ge=1, le=1_000_000)
     engine: Literal["inline", "flower"] = "inline"
+    device: str = Field("auto", pattern=DEVICE_PATTERN,
+                        description="where clients train and the server evaluates: auto (the first CUDA GPU if "
+                                    "there is one, else the CPU), cpu, cuda or cuda:N (docs/performance.md)")
     data: DataConfig = Field(default_factory=DataConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     client: ClientConfig = Field(default_factory=ClientConfig)

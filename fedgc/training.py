@@ -57,10 +57,11 @@ def steps_for_epochs(num_samples: int, batch_size: int, epochs: float) -> int:
 
 @torch.no_grad()
 def evaluate(model: nn.Module, data: ArrayDataset, batch_size: int = 1024) -> tuple[float, float]:
-    """(accuracy, mean cross-entropy loss) on ``data``."""
+    """(accuracy, mean cross-entropy loss) on ``data``, on the model's device."""
     model.eval()
-    x = torch.from_numpy(data.x)
-    y = torch.from_numpy(data.y)
+    device = next(model.parameters()).device
+    x = torch.from_numpy(data.x).to(device)  # once, not per batch (a no-op on the CPU)
+    y = torch.from_numpy(data.y).to(device)
     correct, loss_sum = 0, 0.0
     for start in range(0, len(data), batch_size):
         logits = model(x[start:start + batch_size])

@@ -7,6 +7,7 @@ import re
 import torch
 
 _SPEC = re.compile(r"^(auto|cpu|cuda)(?::(\d+))?$")
+DEVICE_PATTERN = r"^(auto|cpu|cuda(:\d+)?)$"  # the scenario's ``device`` key
 
 
 class DeviceError(ValueError):

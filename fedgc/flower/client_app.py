@@ -23,6 +23,7 @@ from fedgc.compress.memory import Memory
 from fedgc.compress.update import build_compression, compress_update
 from fedgc.data import ArrayDataset
 from fedgc.data.device import TRAIN_FILE, check_fits, load_device_data
+from fedgc.execution.device import resolve_device
 from fedgc.flower import keys
 from fedgc.flower.client_config import ClientSettings, read_client_config
 from fedgc.flower.client_state import pack_state, unpack_state
@@ -30,13 +31,14 @@ from fedgc.flower.codec import encode_update
 from fedgc.flower.downlink_mod import downlink_mod
 from fedgc.flower.keys import ReplyMetrics
 from fedgc.flower.partition_grid import PARTITION_QUERY, RESTORE_QUERY, STATE_QUERY
-from fedgc.flower.setup import scenario_from_run_config
+from fedgc.flower.setup import SCENARIO_PATH, SCENARIO_YAML, scenario_from_run_config
 from fedgc.models import build_model
 from fedgc.run.parts import client_seed, federated_data
 from fedgc.run.threads import pin_threads
 from fedgc.training import LocalTrainResult, steps_for_epochs, train_local
 
 DATA_DIR = "data-dir"  # node config: the folder holding the device's own train.npz
+DEVICE = "device"  # node config: auto | cpu | cuda | cuda:N
 MEMORY_KEY = "fedgc.memory"
 PENDING_KEY = "fedgc.pending"
 
@@ -73,6 +75,15 @@ def local_data(context: Context, settings: ClientSettings) -> ArrayDataset:
     return simulation_partition(context)
 
 
+def client_device(context: Context) -> torch.device:
+    """Where this node trains: its node config's ``device`` (``--node-config "... device=cuda"``),
+    else, in a simulation, the scenario's ``device``; ``auto`` (a GPU when there is one) otherwise."""
+    spec = context.node_config.get(DEVICE)
+    if spec is None and (context.run_config.get(SCENARIO_YAML) or context.run_config.get(SCENARIO_PATH)):
+        spec = scenario_from_run_config(context.run_config).device
+    return resolve_device(str(spec) if spec is not None else "auto")
+
+
 def simulation_partition(context: Context) -> ArrayDataset:
     """SIMULATION ONLY: this node's data partition, from the scenario's ``data`` section in the run
     config and the node's ``partition-id``. A device with ``data-dir`` never reads a scenario; nothing
@@ -92,14 +103,15 @@ def local_update(msg: Message, context: Context, local: ArrayDataset | None = No
     partition = int(context.node_config["partition-id"])
     server_round = int(msg.content.config_records[keys.CONFIG][keys.SERVER_ROUND])
     model = build_model(settings.model, settings.input_shape, settings.num_classes, settings.seed,
-                        options=settings.model_options)
+                        options=settings.model_options).to(client_device(context))
     model.load_state_dict(msg.content.array_records[keys.ARRAYS].to_torch_state_dict())
     start = {name: t.detach().clone() for name, t in model.state_dict().items()}
     generator = torch.Generator().manual_seed(client_seed(settings.seed, partition, server_round))
     steps = settings.local_steps or steps_for_epochs(len(local), settings.batch_size, settings.epochs or 1.0)
     result = train_local(model, local, steps=steps, batch_size=settings.batch_size, lr=settings.lr,
                          generator=generator, momentum=settings.momentum, weight_decay=settings.weight_decay)
-    delta = {name: start[name] - t.detach() for name, t in model.state_dict().items()}
+    # Compression and its memory stay on the CPU (the update is encoded there); a no-op on the CPU.
+    delta = {name: (start[name] - t.detach()).cpu() for name, t in model.state_dict().items()}
     return delta, result, generator
 
 

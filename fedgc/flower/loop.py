@@ -23,6 +23,7 @@ from flwr.serverapp import Grid
 from fedgc.compress.base import DensePayload
 from fedgc.compress.warmup import recorded_density
 from fedgc.data import FederatedData
+from fedgc.execution.device import resolve_device
 from fedgc.flower import checkpoint, keys
 from fedgc.flower.client_config import client_config_record
 from fedgc.flower.client_rows import client_rows
@@ -133,8 +134,10 @@ def run_rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, *, mea
         out_dir.mkdir(parents=True, exist_ok=True)
     # The parts of the run, built from the scenario (the generators' order is part of the seed's meaning).
     data = federated_data(scenario)
+    device = resolve_device(scenario.device)  # DeviceError (one line) before anything runs
     model = build_model_for(scenario, data)
-    weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    weights = {k: v.detach().clone() for k, v in model.state_dict().items()}  # on the CPU: sent and aggregated there
+    model.to(device)  # the server's copy, for evaluation
     shapes = {k: tuple(v.shape) for k, v in weights.items()}
     nodes = sorted(transport.get_node_ids())
     rng = np.random.default_rng(scenario.seed)
