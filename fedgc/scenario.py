@@ -72,6 +72,9 @@ class ClientConfig(_Section):
     lr: float = Field(0.05, gt=0.0, le=1e6)
     momentum: float = Field(0.0, ge=0.0, lt=1.0, description="local optimizer momentum")
     weight_decay: float = Field(0.0, ge=0.0)
+    execution: Literal["auto", "sequential", "vectorized"] = Field(
+        "auto", description="inline engine: train a round's clients one by one, or together with torch.func "
+                            "(vectorized; within float tolerance of sequential); auto: vectorized on CUDA")
 
     @model_validator(mode="after")
     def _steps_or_epochs(self) -> ClientConfig:

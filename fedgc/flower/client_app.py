@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 from flwr.app import Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
+from torch import nn
 
 from fedgc.compress.base import CompressionContext
 from fedgc.compress.memory import Memory
@@ -24,7 +25,9 @@ from fedgc.compress.update import build_compression, compress_update
 from fedgc.data import ArrayDataset
 from fedgc.data.device import TRAIN_FILE, check_fits, load_device_data
 from fedgc.execution.device import resolve_device
+from fedgc.execution.jobs import TrainJob
 from fedgc.flower import keys
+from fedgc.flower.batched import take_batched_update
 from fedgc.flower.client_config import ClientSettings, read_client_config
 from fedgc.flower.client_state import pack_state, unpack_state
 from fedgc.flower.codec import encode_update
@@ -92,12 +95,9 @@ def simulation_partition(context: Context) -> ArrayDataset:
     return data.partitions[int(context.node_config["partition-id"])]
 
 
-def local_update(msg: Message, context: Context, local: ArrayDataset | None = None
-                 ) -> tuple[dict[str, torch.Tensor], LocalTrainResult, torch.Generator]:
-    """Train on the received global model; the round update (pseudo-gradient) Δ = w_global − w_local,
-    what the server subtracts scaled by its learning rate. A pure function of the message, the node
-    and its data (``local``, default ``local_data``): the same message gives the same Δ (the returned
-    generator continues the round's stream)."""
+def train_job(msg: Message, context: Context, local: ArrayDataset | None = None) -> tuple[nn.Module, TrainJob]:
+    """The model (on the node's device, holding the received global model) and the local training a
+    train message asks of this node (``local``: its data, default ``local_data``)."""
     settings = read_client_config(msg.content.config_records.get(keys.CLIENT_CONFIG))
     local = local_data(context, settings) if local is None else local
     partition = int(context.node_config["partition-id"])
@@ -105,14 +105,29 @@ def local_update(msg: Message, context: Context, local: ArrayDataset | None = No
     model = build_model(settings.model, settings.input_shape, settings.num_classes, settings.seed,
                         options=settings.model_options).to(client_device(context))
     model.load_state_dict(msg.content.array_records[keys.ARRAYS].to_torch_state_dict())
-    start = {name: t.detach().clone() for name, t in model.state_dict().items()}
     generator = torch.Generator().manual_seed(client_seed(settings.seed, partition, server_round))
     steps = settings.local_steps or steps_for_epochs(len(local), settings.batch_size, settings.epochs or 1.0)
-    result = train_local(model, local, steps=steps, batch_size=settings.batch_size, lr=settings.lr,
-                         generator=generator, momentum=settings.momentum, weight_decay=settings.weight_decay)
+    return model, TrainJob(data=local, steps=steps, batch_size=settings.batch_size, lr=settings.lr,
+                           generator=generator, momentum=settings.momentum, weight_decay=settings.weight_decay)
+
+
+def local_update(msg: Message, context: Context, local: ArrayDataset | None = None
+                 ) -> tuple[dict[str, torch.Tensor], LocalTrainResult, torch.Generator]:
+    """Train on the received global model; the round update (pseudo-gradient) Δ = w_global − w_local,
+    what the server subtracts scaled by its learning rate. A pure function of the message, the node
+    and its data (``local``, default ``local_data``): the same message gives the same Δ (the returned
+    generator continues the round's stream). The inline engine may have trained this client already,
+    together with the round's others (``fedgc.flower.batched``): then that result is used."""
+    batched = take_batched_update(msg)
+    if batched is not None:
+        return batched
+    model, job = train_job(msg, context, local)
+    start = {name: t.detach().clone() for name, t in model.state_dict().items()}
+    result = train_local(model, job.data, steps=job.steps, batch_size=job.batch_size, lr=job.lr,
+                         generator=job.generator, momentum=job.momentum, weight_decay=job.weight_decay)
     # Compression and its memory stay on the CPU (the update is encoded there); a no-op on the CPU.
     delta = {name: (start[name] - t.detach()).cpu() for name, t in model.state_dict().items()}
-    return delta, result, generator
+    return delta, result, job.generator
 
 
 @app.train()

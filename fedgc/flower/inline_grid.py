@@ -10,19 +10,28 @@ The grid pins PyTorch's intra-op threads (process-wide) to ``FEDGC_THREADS`` (``
 
 from __future__ import annotations
 
+import sys
 import traceback
 from collections.abc import Iterable
 
-from flwr.app import Context, Error, Message, RecordDict
+import torch
+from flwr.app import Context, Error, Message, MessageType, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 
+from fedgc.execution.device import resolve_device
+from fedgc.flower.batched import attach_batched_update
 from fedgc.flower.client_state import context_state, restore_context_state
+from fedgc.flower.downlink_stage import DELTA_KEY
 from fedgc.flower.wire import roundtrip
 from fedgc.run.threads import pin_threads
 
 CLIENT_APP_EXCEPTION = 101  # Error.code for a ClientApp that raised (same meaning as Flower's)
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 class InlineGrid(Grid):
@@ -42,6 +51,11 @@ class InlineGrid(Grid):
             for node_id in range(1, num_nodes + 1)
         }
         self.next_message_id = 0
+        # client.execution: vectorized trains a round's clients together, on ``device``.
+        self.vectorized = False
+        self.device = torch.device("cpu")
+        self.notice = _stderr
+        self._said_sequential = False
         self._replies: dict[str, Message] = {}
         # Wire bytes of the last message pushed to / replied by each message id.
         self.sent_bytes: dict[str, int] = {}
@@ -60,6 +74,9 @@ class InlineGrid(Grid):
         if client_app is None:
             from fedgc.flower.client_app import app as client_app
         grid = cls(client_app, scenario.data.num_clients, {SCENARIO_YAML: dump_scenario(scenario)})
+        grid.device = resolve_device(scenario.device)
+        grid.vectorized = scenario.client.execution == "vectorized" or (
+            scenario.client.execution == "auto" and grid.device.type == "cuda")
         TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, grid.run.run_id, SUPERLINK_NODE_ID
         return grid
 
@@ -93,20 +110,51 @@ class InlineGrid(Grid):
         return list(self.contexts)
 
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        ids = []
+        deliveries = []
         for message in messages:
             self.next_message_id += 1
             message_id = f"m{self.next_message_id:08d}"
             message.metadata.__dict__["_message_id"] = message_id
             delivered, size = roundtrip(message)
             self.sent_bytes[message_id] = size
+            deliveries.append((self.next_message_id, message_id, delivered))
+        if self.vectorized:
+            self._train_together([d for _, _, d in deliveries if d.metadata.message_type == MessageType.TRAIN])
+        for number, message_id, delivered in deliveries:
             reply = self._execute(delivered)
-            reply.metadata.__dict__["_message_id"] = f"r{self.next_message_id:08d}"
+            reply.metadata.__dict__["_message_id"] = f"r{number:08d}"
             returned, reply_size = roundtrip(reply)
             self.reply_bytes[message_id] = reply_size
             self._replies[message_id] = returned
-            ids.append(message_id)
-        return ids
+        return [message_id for _, message_id, _ in deliveries]
+
+    def _train_together(self, delivered: list[Message]) -> None:
+        """``client.execution: vectorized``: train the round's clients at once and put each result on
+        its message (``fedgc.flower.batched``). Compressed downloads rebuild each client's model in
+        its ClientApp, after this point, so such rounds train one by one (said once)."""
+        from fedgc.execution import run_vectorized
+        from fedgc.flower.client_app import train_job
+
+        if any(DELTA_KEY in m.content.array_records for m in delivered):
+            if not self._said_sequential:
+                self._said_sequential = True
+                self.notice("fedgc: vectorized client execution needs dense downloads; with downlink "
+                            "compression the clients train one by one")
+            return
+        jobs, ready = [], []
+        for message in delivered:
+            try:
+                model, job = train_job(message, self.contexts[message.metadata.dst_node_id])
+            except Exception:  # noqa: BLE001, S112 — its own ClientApp call fails the same way and is counted
+                continue
+            jobs.append(job)
+            ready.append((message, model))
+        if not jobs:
+            return
+        start = {name: t.detach() for name, t in ready[0][1].state_dict().items()}  # the global model, for all
+        results = run_vectorized(ready[0][1], start, jobs, device=self.device, notice=self.notice)
+        for (message, _), job, result in zip(ready, jobs, results):
+            attach_batched_update(message, result.delta, result.train, job.generator)
 
     def _execute(self, message: Message) -> Message:
         context = self.contexts[message.metadata.dst_node_id]

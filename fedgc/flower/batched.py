@@ -1,0 +1,42 @@
+"""Local updates trained together: the inline engine's batched client execution (``client.execution``).
+
+With ``vectorized`` execution the inline grid trains every client of a round at once
+(``fedgc.execution.run_vectorized``) before it hands each its message, and puts each client's
+result on its delivered message under two in-process records — never serialized, never on the wire,
+and gone before the ClientApp builds its reply. ``client_app.local_update`` takes the result from
+there instead of training again; everything after (memory, compression, encoding, the reply) is the
+ClientApp's own, per client, unchanged.
+"""
+
+from __future__ import annotations
+
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Message
+
+from fedgc.training import LocalTrainResult
+
+BATCHED_DELTA = "fedgc.batched-delta"
+BATCHED_TRAIN = "fedgc.batched-train"
+
+
+def attach_batched_update(msg: Message, delta: dict[str, torch.Tensor], result: LocalTrainResult,
+                          generator: torch.Generator) -> None:
+    """Put a client's batched result on its delivered message (``generator``: its stream after training)."""
+    msg.content[BATCHED_DELTA] = ArrayRecord({name: t.detach().cpu().contiguous() for name, t in delta.items()})
+    msg.content[BATCHED_TRAIN] = ConfigRecord({"steps": result.steps, "samples": result.samples,
+                                               "mean-loss": result.mean_loss,
+                                               "generator": generator.get_state().numpy().tobytes()})
+
+
+def take_batched_update(msg: Message) -> tuple[dict[str, torch.Tensor], LocalTrainResult, torch.Generator] | None:
+    """The result ``attach_batched_update`` put on ``msg`` (removed from it), or None."""
+    if BATCHED_DELTA not in msg.content.array_records:
+        return None
+    delta = msg.content.array_records[BATCHED_DELTA].to_torch_state_dict()
+    train = msg.content.config_records[BATCHED_TRAIN]
+    del msg.content[BATCHED_DELTA], msg.content[BATCHED_TRAIN]
+    generator = torch.Generator()
+    generator.set_state(torch.frombuffer(bytearray(train["generator"]), dtype=torch.uint8))
+    result = LocalTrainResult(steps=int(train["steps"]), samples=int(train["samples"]),
+                              mean_loss=float(train["mean-loss"]))
+    return delta, result, generator
