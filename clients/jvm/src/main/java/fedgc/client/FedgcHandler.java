@@ -376,6 +376,12 @@ public class FedgcHandler implements MessageHandler {
         throw new Refused("no device data: start the node with --data-dir DIR (or --node-config \"data-dir='DIR'\")");
     }
 
+    /**
+     * This node's state for the message's run: loaded from {@code DATA_DIR/fedgc-state.npz} the first
+     * time; a state that belongs to another run (or to none) is set aside for an empty one, as Flower
+     * gives each run a fresh {@code Context.state} (an old run's memory, pending update or replica must
+     * not leak into a new run).
+     */
     synchronized FedgcState state(NodeContext context) throws Refused, IOException {
         if (state == null) {
             File dir = dataDir(context);
@@ -389,9 +395,19 @@ public class FedgcHandler implements MessageHandler {
                 throw new Refused("cannot read the client state " + stateFile + ": " + e.getMessage());
             }
             if (stateFile.exists()) {
-                Log.info("fedgc: state loaded from " + stateFile + " (" + state.memory.size() + " memory tensors, "
-                    + state.pending.size() + " pending, replica " + (state.replica == null ? "none" : digest(state.replica)) + ")");
+                Log.info("fedgc: state loaded from " + stateFile + " (run " + (state.runId == null ? "?" : Long.toUnsignedString(state.runId))
+                    + ", " + state.memory.size() + " memory tensors, " + state.pending.size() + " pending, replica "
+                    + (state.replica == null ? "none" : digest(state.replica)) + ")");
             }
+        }
+        if (state.runId == null || state.runId != context.runId) {
+            if (state.runId != null || !state.memory.isEmpty() || !state.pending.isEmpty() || state.replica != null) {
+                Log.info("fedgc: the state in " + stateFile + " belongs to run "
+                    + (state.runId == null ? "?" : Long.toUnsignedString(state.runId)) + "; run "
+                    + Long.toUnsignedString(context.runId) + " starts with an empty one");
+            }
+            state = new FedgcState();
+            state.runId = context.runId;
         }
         return state;
     }
@@ -459,6 +475,7 @@ public class FedgcHandler implements MessageHandler {
     void restore(Message message, NodeContext context) throws Refused, IOException {
         state(context);
         FedgcState st = new FedgcState();
+        st.runId = context.runId;
         for (Map.Entry<String, Record> e : message.content().entrySet()) {
             if (!(e.getValue() instanceof ArrayRecord)) {
                 throw new Refused("query.restore: record " + e.getKey() + " is not an ArrayRecord");

@@ -20,17 +20,22 @@ import java.util.zip.ZipOutputStream;
  * What a fedgc client keeps between messages (fedgc's Python client keeps it in Flower's
  * {@code context.state}): the compression memory ({@code residual/NAME}, {@code dgc_momentum/NAME},
  * {@code dgc_velocity/NAME}), the update sent but not yet confirmed ({@code ROUND/NAME}, dense) and
- * the downlink replica (the model this client holds, with its shapes; null: none yet).
+ * the downlink replica (the model this client holds, with its shapes; null: none yet), and the run
+ * they belong to (Flower keeps a client's state per run; so does this client).
  *
  * <p>On the device it lives in one file, {@code DATA_DIR/fedgc-state.npz}: a numpy {@code .npz}
  * (stored zip) of float32 arrays named {@code memory/KEY}, {@code pending/ROUND/NAME} (1-D) and
- * {@code replica/NAME} (the tensor's shape), readable with {@code np.load}. {@link #save} writes a
+ * {@code replica/NAME} (the tensor's shape), and an empty array {@code run/RUN_ID} (the run id,
+ * unsigned decimal), readable with {@code np.load}. {@link #save} writes a
  * temporary file, syncs it and renames it over the old one, so a process killed at any moment leaves
  * either the old state or the new one.
  */
 public final class FedgcState {
     public static final String FILE_NAME = "fedgc-state.npz";
-    static final String MEMORY = "memory/", PENDING = "pending/", REPLICA = "replica/";
+    static final String MEMORY = "memory/", PENDING = "pending/", REPLICA = "replica/", RUN = "run/";
+
+    /** The run this state belongs to (Flower's run id, unsigned), or null when unknown. */
+    public Long runId;
 
     public final LinkedHashMap<String, float[]> memory = new LinkedHashMap<>();
     public final LinkedHashMap<String, float[]> pending = new LinkedHashMap<>();
@@ -73,6 +78,12 @@ public final class FedgcState {
                 memory.put(key.substring(MEMORY.length()), values);
             } else if (key.startsWith(PENDING)) {
                 pending.put(key.substring(PENDING.length()), values);
+            } else if (key.startsWith(RUN) && values.length == 0) {
+                try {
+                    runId = Long.parseUnsignedLong(key.substring(RUN.length()));
+                } catch (NumberFormatException err) {
+                    throw new IOException(where + ": bad run entry " + key);
+                }
             } else if (key.startsWith(REPLICA)) {
                 if (replica == null) {
                     replica = new LinkedHashMap<>();
@@ -88,6 +99,9 @@ public final class FedgcState {
     public byte[] toBytes() throws IOException {
         ByteArrayOutputStream bytes = new ByteArrayOutputStream();
         ZipOutputStream zip = new ZipOutputStream(bytes);
+        if (runId != null) {
+            entry(zip, RUN + Long.toUnsignedString(runId), new float[0], new long[] {0});
+        }
         for (Map.Entry<String, float[]> e : memory.entrySet()) {
             entry(zip, MEMORY + e.getKey(), e.getValue(), new long[] {e.getValue().length});
         }

@@ -209,6 +209,13 @@ public final class HandlerCheck {
             && new ArrayList<>(good.content().metricRecord("metrics").keySet()).equals(Arrays.asList(
                 "num-examples", "samples", "steps", "train-loss", "elements-sent", "elements-total")),
             "a good message: " + good);
+        // The state persists for its run only: a restarted client of run 1 finds it, one of run 2 does not.
+        FedgcState same = new FedgcHandler().state(context);
+        check(same.runId == 1L && !same.memory.isEmpty() && !same.pending.isEmpty(), "a restart in the same run keeps the state");
+        NodeContext run2 = new NodeContext(1, 2, nodeConfig, new LinkedHashMap<String, Object>(), dataDir);
+        FedgcState other = new FedgcHandler().state(run2);
+        check(other.runId == 2L && other.memory.isEmpty() && other.pending.isEmpty() && other.replica == null,
+            "a new run starts with an empty state");
         Metadata m = new Metadata();
         m.messageType = "evaluate";
         Message evaluate = handler.handle(new Message(m, new RecordDict(), null), context);
