@@ -1,5 +1,5 @@
 """The protocol term of the network model (``network.protocol``): ``flower`` adds the documented costs
-(pick-up delay, request round trips, reply collection step) to ``ideal``'s times, and ``ideal`` is the
+(pick-up delay, request round trips, reply poll and object-pull backoff) to ``ideal``'s times, and ``ideal`` is the
 default and adds nothing."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from fedgc.network import build_network
 from fedgc.network.config import NetworkConfig
+from fedgc.network.protocol import Protocol
 from fedgc.network.timeline import ClientJob
 
 JOBS = [ClientJob(1, 2_000_000, 300, 1_000_000), ClientJob(2, 1_000_000, 900, 3_000_000)]
@@ -35,39 +36,57 @@ def test_ideal_is_the_default_and_adds_nothing():
     assert tl.end == max(t.uploaded for t in tl.timings)
 
 
+def test_held_follows_the_reply_poll_and_the_object_pull_backoff():
+    fedgc_poll = Protocol(reply_poll_s=0.05, pull_backoff_s=1.0, pull_backoff_cap_s=10.0)
+    # listed when the upload starts (10.0); object tries at +0, 1, 3, 7, 15: the last byte (20.5) is seen at +15
+    assert fedgc_poll.held(0.0, 10.0, 20.5) == pytest.approx(25.0)
+    assert fedgc_poll.held(0.0, 10.0, 17.0) == pytest.approx(17.0)  # exactly on the +7 try
+    capped = Protocol(reply_poll_s=0.05, pull_backoff_s=1.0, pull_backoff_cap_s=4.0)
+    assert capped.held(0.0, 10.0, 20.5) == pytest.approx(21.0)  # tries at +0, 1, 3, 7, 11
+    three_s = Protocol(reply_poll_s=3.0, pull_backoff_s=1.0, pull_backoff_cap_s=10.0)
+    assert three_s.held(0.0, 10.0, 20.5) == pytest.approx(27.0)  # listed on the poll at 12, then +15
+    assert three_s.held(0.0, 10.0, 11.0) == pytest.approx(12.0)  # complete before it was listed
+    assert Protocol(reply_poll_s=3.0).held(0.0, 10.0, 20.5) == pytest.approx(20.5)  # no backoff: pulled as it arrives
+
+
 @pytest.mark.parametrize("step", [0.05, 3.0])
 def test_flower_follows_the_documented_formula(step):
     ideal, flower = run(), run(protocol="flower", reply_poll_s=step)
     rtt = 0.04
+    proto = Protocol(reply_poll_s=step, pull_backoff_s=1.0, pull_backoff_cap_s=10.0)
     for a, b in zip(ideal.timings, flower.timings):
         assert b.downloaded == pytest.approx(a.downloaded + 1.5 + 3 * rtt)  # pull_interval_s / 2 + 3 round trips
         assert b.computed - b.downloaded == pytest.approx(a.computed - a.downloaded)
-        assert b.uploaded == pytest.approx(a.uploaded + 1.5 + 3 * rtt + 2 * rtt)
-    last = max(t.uploaded for t in flower.timings)
-    assert flower.end == pytest.approx(5.0 + math.ceil((last - 5.0) / step) * step)
-    assert flower.end >= last and flower.end - last < step
+        arrival = a.uploaded + 1.5 + 3 * rtt + 2 * rtt
+        assert b.uploaded == pytest.approx(proto.held(5.0, b.computed, arrival))
+        assert b.uploaded >= arrival - 1e-9
+    assert flower.end == pytest.approx(max(t.uploaded for t in flower.timings))
 
 
 def test_flower_parameters_and_a_deadline():
-    tl = run(protocol="flower", pull_interval_s=0.0, requests_down=0, requests_up=0, reply_poll_s=0.0)
+    tl = run(protocol="flower", pull_interval_s=0.0, requests_down=0, requests_up=0, reply_poll_s=0.0,
+             pull_backoff_s=0.0)
     assert [t.uploaded for t in tl.timings] == pytest.approx([t.uploaded for t in run().timings])
-    uncapped = run(protocol="flower", reply_poll_s=3.0)
-    assert uncapped.end == pytest.approx(5.0 + 18.0)  # the last arrival, 22.74, seen on the 6th poll
-    capped = run(protocol="flower", reply_poll_s=3.0, deadline_s=17.9)
-    assert capped.end == pytest.approx(5.0 + 17.9)  # the poll after the arrival would be past the deadline
+    uncapped = run(protocol="flower")
+    assert uncapped.end > 5.0 + 17.9
+    capped = run(protocol="flower", deadline_s=17.9)
+    assert capped.end == pytest.approx(5.0 + 17.9) and capped.count("completed") < 2
 
 
 def test_flower_with_a_shared_server_link():
     ideal = run(server_up_mbps=8.0)
-    flower = run(protocol="flower", server_up_mbps=8.0, requests_down=0, requests_up=0, reply_poll_s=0.0)
+    flower = run(protocol="flower", server_up_mbps=8.0, requests_down=0, requests_up=0, reply_poll_s=0.0,
+                 pull_backoff_s=0.0)
     for a, b in zip(ideal.timings, flower.timings):
         assert b.downloaded == pytest.approx(a.downloaded + 1.5)
+        assert b.uploaded == pytest.approx(a.uploaded + 1.5)
 
 
-@pytest.mark.parametrize("key", ["pull_interval_s", "requests_down", "requests_up", "reply_poll_s"])
+@pytest.mark.parametrize("key", ["pull_interval_s", "requests_down", "requests_up", "reply_poll_s", "pull_backoff_s",
+                                 "pull_backoff_cap_s"])
 def test_protocol_keys_need_the_flower_protocol(key):
     with pytest.raises(ValidationError, match=f"{key} only applies when protocol is flower"):
-        NetworkConfig(**{key: 1})
+        NetworkConfig(**{key: 7})
 
 
 def test_unknown_protocol_and_bad_values_are_refused():

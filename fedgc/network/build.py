@@ -111,4 +111,5 @@ def build_network(env: simpy.Environment, config: NetworkConfig, node_ids: list[
                         server_up_bps=config.server_up_mbps * mbps if config.server_up_mbps else None,
                         server_down_bps=config.server_down_mbps * mbps if config.server_down_mbps else None,
                         protocol=protocol_from_config(config.protocol, config.pull_interval_s, config.requests_down,
-                                                      config.requests_up, config.reply_poll_s))
+                                                      config.requests_up, config.reply_poll_s, config.pull_backoff_s,
+                                                      config.pull_backoff_cap_s))

@@ -69,6 +69,9 @@ class NetworkConfig(BaseModel):
     requests_up: int = Field(2, ge=0, le=10_000, description="flower: request round trips per upload")
     reply_poll_s: float = Field(0.05, ge=0.0, le=3600.0, description="flower: the server's reply collection step "
                                 "(fedgc's loop 0.05 s; Flower's send_and_receive 3 s)")
+    pull_backoff_s: float = Field(1.0, ge=0.0, le=3600.0, description="flower: first retry of a reply object "
+                                  "not yet arrived (doubling)")
+    pull_backoff_cap_s: float = Field(10.0, ge=0.0, le=3600.0, description="flower: longest wait between retries")
     # rounds
     deadline_s: float | None = Field(None, gt=0.0, le=MAX_SECONDS, description="round deadline in simulated seconds")
     over_selection: float = Field(1.0, ge=1.0, le=10.0, description="select ceil(c*K) clients, keep the first K to finish")
@@ -121,7 +124,8 @@ class NetworkConfig(BaseModel):
             raise ValueError("availability_period_s only applies when availability is trace")
         if self.protocol == "ideal":
             # A resolved scenario.yaml lists every key with its default: only a changed value is an error.
-            changed = [k for k in ("pull_interval_s", "requests_down", "requests_up", "reply_poll_s")
+            changed = [k for k in ("pull_interval_s", "requests_down", "requests_up", "reply_poll_s", "pull_backoff_s",
+                                   "pull_backoff_cap_s")
                        if k in self.model_fields_set and getattr(self, k) != type(self).model_fields[k].default]
             if changed:
                 raise ValueError(f"{changed[0]} only applies when protocol is flower")

@@ -15,10 +15,15 @@ the moment the last kept update arrives; nothing is added to the links' times.
   model charges ``requests_down`` round trips of the client's link RTT to every download and
   ``requests_up`` to every upload (the objects are fetched concurrently, so a batch costs about one
   round trip, not one per object).
-* **Reply collection step.** The server looks for replies every ``reply_poll_s`` after it pushed the
-  round, so a round that closes on an arrival at ``t`` closes at ``start + ceil((t - start) / step) *
-  step``: 0.05 s for fedgc's own loop (``fedgc.flower.partition_grid.POLL_INTERVAL_S``), 3 s for Flower's
-  ``Grid.send_and_receive`` over HTTP (``flwr/superlink/grid/http_grid.py``). A deadline still caps it.
+* **Reply collection.** The server pulls replies every ``reply_poll_s`` (0.05 s in fedgc's own loop,
+  ``fedgc.flower.partition_grid.POLL_INTERVAL_S``; 3 s in Flower's ``Grid.send_and_receive`` over HTTP,
+  ``flwr/superlink/grid/http_grid.py``). A reply message is listed as soon as the client has sent its
+  header, i.e. when its upload *starts*; the server then pulls the reply's objects, retrying a missing
+  one with exponential backoff (``pull_objects`` in ``flwr/supercore/inflatable/inflatable_utils.py``:
+  first retry after ``pull_backoff_s`` = 1 s, doubling, at most ``pull_backoff_cap_s`` = 10 s apart).
+  So the server holds a reply at the first retry at or after its last byte arrived: tries at 0, 1, 3,
+  7, 15, 25, 35 … s after the poll that listed it. ``uploaded`` is that moment, and the round closes
+  at the last kept one (a deadline still caps it).
 """
 
 from __future__ import annotations
@@ -34,30 +39,42 @@ class Protocol:
     pickup_s: float = 0.0  # added before every download starts
     requests_down: int = 0  # request round trips charged to every download
     requests_up: int = 0  # ... and to every upload
-    reply_poll_s: float = 0.0  # the server's reply collection step (0: sees each reply at once)
+    reply_poll_s: float = 0.0  # the server's reply collection step (0: lists each reply at once)
+    pull_backoff_s: float = 0.0  # first retry of a missing reply object (0: pulled as it arrives)
+    pull_backoff_cap_s: float = 0.0  # longest wait between retries
 
     @property
     def ideal(self) -> bool:
         return self == IDEAL
 
-    def close(self, start: float, end: float) -> float:
-        """When the server notices a round that closed on an arrival at ``end``."""
+    def held(self, start: float, upload_start: float, arrival: float) -> float:
+        """When the server holds a reply whose upload started at ``upload_start`` and whose last byte
+        arrived at ``arrival``, in a round that started at ``start``."""
         step = self.reply_poll_s
-        if step <= 0 or end <= start:
-            return end
-        steps = math.ceil((end - start) / step - 1e-9)
-        return start + steps * step
+        listed = upload_start
+        if step > 0 and upload_start > start:
+            listed = start + math.ceil((upload_start - start) / step - 1e-9) * step
+        if arrival <= listed:
+            return listed
+        if self.pull_backoff_s <= 0:
+            return arrival
+        waited, delay = 0.0, self.pull_backoff_s
+        while listed + waited < arrival - 1e-9:
+            waited += delay
+            delay = min(2.0 * delay, max(self.pull_backoff_cap_s, self.pull_backoff_s))
+        return listed + waited
 
 
 IDEAL = Protocol()
 
 
 def protocol_from_config(kind: str, pull_interval_s: float, requests_down: int, requests_up: int,
-                         reply_poll_s: float) -> Protocol:
+                         reply_poll_s: float, pull_backoff_s: float, pull_backoff_cap_s: float) -> Protocol:
     """``ideal`` adds nothing (its parameters are ignored); ``flower`` uses them as documented above."""
     if kind == "ideal":
         return IDEAL
     if kind == "flower":
         return Protocol(pickup_s=pull_interval_s / 2.0, requests_down=requests_down, requests_up=requests_up,
-                        reply_poll_s=reply_poll_s)
+                        reply_poll_s=reply_poll_s, pull_backoff_s=pull_backoff_s,
+                        pull_backoff_cap_s=pull_backoff_cap_s)
     raise ValueError(f"unknown network protocol {kind!r}; known: ideal, flower")

@@ -153,8 +153,9 @@ class NetworkModel:
         return down, comp, up, off
 
     def _protocol_phases(self, jobs: list[ClientJob], start: float):
-        """``_phases`` with the protocol's costs: every download starts ``pickup_s`` late, and each
-        transfer is charged its request round trips (the link's RTT each) after its last byte."""
+        """``_phases`` with the protocol's costs: every download starts ``pickup_s`` late, each transfer
+        is charged its request round trips (the link's RTT each) after its last byte, and an upload ends
+        when the server holds the reply (``Protocol.held``: reply poll, object-pull backoff)."""
         proto = self.protocol
         n = len(jobs)
         inf = math.inf
@@ -173,7 +174,8 @@ class NetworkModel:
                 comp[i] = c if c <= off[i] else inf
         up = self._transfers(clients, comp, [j.up_bytes for j in jobs], off, "up", self.server_down_bps)
         up = [u + proto.requests_up * rtt[i] for i, u in enumerate(up)]
-        up = [u if u <= off[i] else inf for i, u in enumerate(up)]
+        # The server holds a reply when its object pulls, retried with backoff, find the last byte there.
+        up = [proto.held(start, comp[i], u) if u <= off[i] else inf for i, u in enumerate(up)]
         return down, comp, up, off
 
     @staticmethod
@@ -229,8 +231,6 @@ class NetworkModel:
             last = float(finite.max()) if finite.size else start
             end = limit if (finite.size < n and limit < math.inf) else min(last, limit)
             end = max(end, start)
-        if not self.protocol.ideal:  # the server notices the close on its next reply poll
-            end = min(self.protocol.close(start, end), limit)
         is_kept = np.zeros(n, dtype=bool)
         is_kept[kept] = True
 
