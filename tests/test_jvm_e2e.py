@@ -6,7 +6,8 @@ export-data``), the repository submitted with ``flwr run``. DGC uploads, top-k c
 - Insecure, the client built on protoc's ``lite`` output (``fedgc-client-lite.jar``, what Android's
   protobuf-javalite runs): three rounds; every update of the JVM node is applied (none rejected, none failed), its
   node is in every round's ``applied_nodes``, its downloads after the first (a reset: it announces
-  ``no-replica``) are compressed differences it rebuilds and digest-checks, and accuracy rises.
+  ``no-replica``) are compressed differences it rebuilds and digest-checks, and accuracy rises; the
+  checkpoint after round 2 holds its state (``query.state``), its replica equal to the server's.
 - TLS + SuperNode authentication, with a crash: every node's key registered with ``flwr supernode
   register``; a JVM node with an unregistered key is refused. The JVM node is SIGKILLed in round 2
   after it trained, compressed and saved its state but before its reply left (``LedgerHandler``,
@@ -147,7 +148,7 @@ def test_poll_and_heartbeat_intervals_are_checked(jar):  # noqa: F811
 
 
 def test_jvm_node_trains_in_a_dgc_run_with_compressed_downloads(tmp_path, jar):  # noqa: F811
-    scenario = {**BASE, "name": "jvm-e2e", "rounds": 3,
+    scenario = {**BASE, "name": "jvm-e2e", "rounds": 3, "checkpoint_every": 2,
                 "compression": {"name": "dgc", "density": 0.05, "momentum": 0.9, "warmup_rounds": 0}}
     data_dir = export_partition(scenario, tmp_path)
     home = tmp_path / "flwr-home"
@@ -192,6 +193,19 @@ def test_jvm_node_trains_in_a_dgc_run_with_compressed_downloads(tmp_path, jar): 
         names = set(state.files)
     assert {n.split("/")[0] for n in names} == {"run", "memory", "pending", "replica"}
     assert all(n.startswith("pending/3/") for n in names if n.startswith("pending/"))
+    # The checkpoint after round 2 asked every node for its state (query.state): the JVM node's holds
+    # its memory, round 2's pending update and a replica equal to the server's record of it.
+    from fedgc.compress.downlink import model_digest
+    from fedgc.flower import checkpoint
+
+    saved, _ = checkpoint.load(out)
+    assert saved["run"]["round"] == 2
+    jvm_state = saved["transport"]["contexts"][JVM_LABEL]["arrays"]
+    assert set(jvm_state) == {"jvm.memory", "jvm.pending", "jvm.replica"}
+    assert {k.split("/")[0] for k in jvm_state["jvm.pending"]} == {"2"}
+    assert any(k.startswith("dgc_velocity/") for k in jvm_state["jvm.memory"])
+    server_replica, server_digest = saved["downlink"]["replicas"][JVM_LABEL]
+    assert model_digest(jvm_state["jvm.replica"]) == server_digest == model_digest(server_replica)
 
 
 # ----------------------------------------------------------------------------- TLS, auth, a crash

@@ -482,8 +482,9 @@ public class FedgcHandler implements MessageHandler {
         FedgcState st = new FedgcState();
         st.runId = context.runId;
         for (Map.Entry<String, Record> e : message.content().entrySet()) {
-            if (!(e.getValue() instanceof ArrayRecord)) {
-                throw new Refused("query.restore: record " + e.getKey() + " is not an ArrayRecord");
+            if (!(e.getValue() instanceof ArrayRecord) || !(MEMORY_RECORD.equals(e.getKey())
+                    || PENDING_RECORD.equals(e.getKey()) || REPLICA_RECORD.equals(e.getKey()))) {
+                throw new Refused("query.restore: record " + e.getKey() + " is not this client's state");
             }
             for (Map.Entry<String, Array> a : ((ArrayRecord) e.getValue()).entrySet()) {
                 Tensor t;
@@ -496,13 +497,11 @@ public class FedgcHandler implements MessageHandler {
                     st.memory.put(a.getKey(), t.data);
                 } else if (PENDING_RECORD.equals(e.getKey())) {
                     st.pending.put(a.getKey(), t.data);
-                } else if (REPLICA_RECORD.equals(e.getKey())) {
+                } else {
                     if (st.replica == null) {
                         st.replica = new LinkedHashMap<>();
                     }
                     st.replica.put(a.getKey(), t);
-                } else {
-                    throw new Refused("query.restore: record " + e.getKey() + " is not this client's state");
                 }
             }
         }

@@ -216,6 +216,32 @@ public final class HandlerCheck {
         FedgcState other = new FedgcHandler().state(run2);
         check(other.runId == 2L && other.memory.isEmpty() && other.pending.isEmpty() && other.replica == null,
             "a new run starts with an empty state");
+        // query.state, then query.restore into a fresh client: the same state, saved to its file.
+        Metadata q = new Metadata();
+        q.messageType = "query.state";
+        Message saved = handler.handle(new Message(q, new RecordDict(), null), context);
+        check(saved.hasContent() && saved.content().keySet().containsAll(Arrays.asList("jvm.memory", "jvm.pending")),
+            "query.state: " + saved);
+        File other2 = new File(dataDir, "restored");
+        check(other2.mkdir() || other2.isDirectory(), "a folder for the restored client");
+        java.nio.file.Files.copy(new File(dataDir, "train.npz").toPath(), new File(other2, "train.npz").toPath(),
+            java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+        NodeContext restoredContext = new NodeContext(1, 1, nodeConfig, new LinkedHashMap<String, Object>(), other2);
+        Metadata r = new Metadata();
+        r.messageType = "query.restore";
+        FedgcHandler fresh = new FedgcHandler();
+        Message ack = fresh.handle(new Message(r, saved.content(), null), restoredContext);
+        check(ack.hasContent() && ack.content().isEmpty(), "query.restore answers an empty RecordDict");
+        FedgcState before = new FedgcHandler().state(context), after = FedgcState.load(new File(other2, FedgcState.FILE_NAME));
+        check(Arrays.equals(before.toBytes(), after.toBytes()), "query.restore adopts exactly the state query.state gave");
+        Metadata bad = new Metadata();
+        bad.messageType = "query.restore";
+        RecordDict foreign = new RecordDict();
+        foreign.put("fedgc.memory", new ArrayRecord());
+        Message refusedRestore = fresh.handle(new Message(bad, foreign, null), restoredContext);
+        check(refusedRestore.hasError() && refusedRestore.error().reason.contains("is not this client's state"),
+            "query.restore of a state that is not this client's");
+
         Metadata m = new Metadata();
         m.messageType = "evaluate";
         Message evaluate = handler.handle(new Message(m, new RecordDict(), null), context);
