@@ -182,6 +182,7 @@ def run_rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, *, mea
                 messages = strategy.configure(server_round, arrays, exchange.online(sorted(transport.get_node_ids())))
                 downloads = downlink.encode(messages, transport) if downlink is not None else None
                 exchanged = exchange.run(transport, messages) if messages else None
+                strategy.acknowledge(exchanged.pulled if exchanged else [])
                 if downlink is not None and exchanged is not None:
                     downlink.confirm(messages, exchanged.ids, exchanged.pulled)
                 report = strategy.aggregate(server_round, exchanged.replies if exchanged else [])

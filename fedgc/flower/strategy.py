@@ -145,7 +145,9 @@ class FedgcStrategy(FedAvg):
             node_config[keys.SERVER_ROUND] = server_round
             node_config[keys.DENSITY] = float(self.density_for_round(server_round))
             node_config[keys.NUM_CLIENTS] = self.policy.wanted(self.total_nodes)
-            node_config[keys.APPLIED_ROUNDS] = list(self.applied_since_last_message.pop(node, []))
+            # Listed until the node answers this message (``acknowledge``): a message that never
+            # reaches it must not lose the list, or the node would restore an applied update.
+            node_config[keys.APPLIED_ROUNDS] = list(self.applied_since_last_message.get(node, []))
             content = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: node_config})
             if self.client_config is not None:
                 content[keys.CLIENT_CONFIG] = self.client_config
@@ -153,6 +155,19 @@ class FedgcStrategy(FedAvg):
             self._sent[node] = message  # the grid writes its message id into it when it pushes it
             messages.append(message)
         return messages
+
+    def acknowledge(self, replies: Iterable[Message]) -> None:
+        """Every reply (in time or not, valid or not, but not an error) to this attempt's message shows
+        the node read that message's ``applied-rounds``: they need not be listed again."""
+        for reply in replies:
+            node = reply.metadata.src_node_id
+            sent = self._sent.get(node)
+            if reply.has_error() or sent is None or reply.metadata.reply_to_message_id != sent.metadata.message_id:
+                continue
+            told = set(sent.content.config_records[self.configrecord_key][keys.APPLIED_ROUNDS])
+            left = [r for r in self.applied_since_last_message.pop(node, []) if r not in told]
+            if left:
+                self.applied_since_last_message[node] = left
 
     def _validate(self, reply: Message, seen: set[int]) -> ClientUpdate:
         """Decode one reply or raise ``CodecError``; nothing here touches the model."""
