@@ -149,6 +149,11 @@ def test_sweeps_get_their_own_folders_and_refuse_a_used_one(tmp_path, tiny_scena
     out = tmp_path / "runs" / "tiny-20261122-215505"
     report = (out / "report.md").read_bytes()
     capsys.readouterr()
+    assert main([str(path), "--out", str(out), *sweep]) == 0  # the same sweep: it is finished, nothing runs again
+    assert capsys.readouterr().err.count("(done)") == 2 and (out / "report.md").read_bytes() == report
+    assert main([str(path), "--out", str(out), "--sweep", "compression.name=none,dgc", "--quiet"]) == 2
+    assert "holds another sweep" in one_error_line(capsys)
+    (out / "sweep.yaml").unlink()  # not a sweep folder any more: a folder holding files
     assert main([str(path), "--out", str(out), *sweep]) == 2
     assert "already holds files" in one_error_line(capsys)
     assert (out / "report.md").read_bytes() == report
