@@ -92,7 +92,7 @@ def token_holders(token: str) -> list[int]:
 
 def terminate(find: Callable[[], list[int]], grace_s: float = 10.0, quiet_s: float = 1.0) -> list[int]:
     """SIGTERM every process ``find()`` returns (again for any that appear meanwhile), SIGKILL what is
-    left after ``grace_s``, and wait until ``find()`` is empty (at most 10 s more) and stays empty for
+    left after ``grace_s``, and wait until ``find()`` is empty (at most 30 s more) and stays empty for
     ``quiet_s``: a process that was forking when its parent died (Ray's workers) shows up a moment
     later and must be ended too. Returns survivors."""
     def signal_all(sig: int) -> list[int]:
@@ -110,7 +110,8 @@ def terminate(find: Callable[[], list[int]], grace_s: float = 10.0, quiet_s: flo
             time.sleep(0.1)
         return True
 
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+    # SIGKILL's phase is long: on a loaded machine Ray's raylet may still be forking workers.
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 30.0)):
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             if not signal_all(sig) and quiet():
