@@ -7,6 +7,7 @@ Every process is started here and stopped in a ``finally``, with its whole proce
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -38,11 +39,10 @@ SCENARIO = {
 }
 
 
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory):
-    """A SuperLink and two SuperNodes (partitions 0 and 1), shared by this module's runs; yields
-    (env, logs folder)."""
-    tmp_path = tmp_path_factory.mktemp("deployment")
+@contextlib.contextmanager
+def local_deployment(tmp_path, data_dirs=(None, None)):
+    """A SuperLink and one SuperNode per entry of ``data_dirs`` (partition i; with a folder, it
+    trains on that device data), all stopped on exit; yields (env, logs folder)."""
     home = tmp_path / "flwr-home"
     env = flower_env(home)
     port = free_port()
@@ -52,11 +52,19 @@ def deployment(tmp_path_factory):
     processes = []
     try:
         processes.append(start_superlink(port, logs, env, simulation=False))
-        processes += [start_supernode(port, partition, 2, logs, env) for partition in (0, 1)]
+        processes += [start_supernode(port, partition, len(data_dirs), logs, env, data_dir=data_dir)
+                      for partition, data_dir in enumerate(data_dirs)]
         yield env, logs
     finally:
         for process in reversed(processes):
             process.stop()
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    """Two SuperNodes (partitions 0 and 1) on the scenario's data, shared by this module's runs."""
+    with local_deployment(tmp_path_factory.mktemp("deployment")) as running:
+        yield running
 
 
 def submit(scenario: dict, tmp_path, deployment) -> tuple[dict, list[dict]]:

@@ -22,11 +22,10 @@ from fedgc.data import ArrayDataset
 from fedgc.data.base import DataFileError
 from fedgc.data.device import check_fits, load_device_data, save_device_data
 from fedgc.engines import run_scenario
-from fedgc.flower.runtime_processes import flower_env, free_port, start_superlink, start_supernode, write_connection
 from fedgc.run.parts import federated_data
 from fedgc.scenario import validate
 
-from .test_deployment import CONNECTION, SCENARIO, submit
+from .test_deployment import SCENARIO, local_deployment, submit
 
 X = np.arange(24, dtype=np.float32).reshape(4, 1, 2, 3)
 Y = np.array([0, 1, 2, 1])
@@ -119,21 +118,9 @@ def test_two_supernodes_train_on_their_own_files(tmp_path):
     sizes = [len(load_device_data(files / f"partition-{p}")) for p in (0, 1)]
     assert sizes[0] != sizes[1]  # two different files
 
-    home = tmp_path / "flwr-home"
-    env = flower_env(home)
-    port = free_port()
-    write_connection(home, CONNECTION, f"127.0.0.1:{port}")
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    processes = []
-    try:
-        processes.append(start_superlink(port, logs, env, simulation=False))
-        processes += [start_supernode(port, p, 2, logs, env, data_dir=files / f"partition-{p}") for p in (0, 1)]
+    with local_deployment(tmp_path, data_dirs=[files / f"partition-{p}" for p in (0, 1)]) as running:
         (tmp_path / "deployed").mkdir()
-        summary, rows = submit(scenario, tmp_path / "deployed", (env, logs))  # the server's scenario: iid
-    finally:
-        for process in reversed(processes):
-            process.stop()
+        summary, rows = submit(scenario, tmp_path / "deployed", running)  # the server's scenario: iid
     assert summary["updates_applied"] == 4 and summary["clients_failed"] == 0
 
     deployed = [(r["accuracy"], r["train_loss"]) for r in rows]
