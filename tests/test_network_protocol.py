@@ -4,8 +4,6 @@ default and adds nothing."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import simpy

@@ -85,14 +85,13 @@ def test_a_replayed_trace_changes_the_rate_on_schedule(tmp_path):
 
 
 def test_everything_made_is_removed_also_when_the_body_raises(tmp_path):
-    with pytest.raises(RuntimeError, match="planted"):
-        with Star([(2.0, 2.0), (2.0, 2.0)]) as star:
-            tag = star.tag
-            process = NamespaceProcess(star.clients[1].namespace, ["sleep", "600"], tmp_path / "s.log",
-                                       dict(os.environ))
-            star.processes.append(process)
-            assert len(namespaces_with(tag)) == 3
-            raise RuntimeError("planted")
+    with pytest.raises(RuntimeError, match="planted"), Star([(2.0, 2.0), (2.0, 2.0)]) as star:
+        tag = star.tag
+        process = NamespaceProcess(star.clients[1].namespace, ["sleep", "600"], tmp_path / "s.log",
+                                   dict(os.environ))
+        star.processes.append(process)
+        assert len(namespaces_with(tag)) == 3
+        raise RuntimeError("planted")
     assert namespaces_with(tag) == []
     assert process.process.poll() is not None and process.members() == []
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout

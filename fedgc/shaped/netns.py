@@ -154,7 +154,7 @@ class Star:
         for process in reversed(self.processes):
             try:
                 process.stop()
-            except Exception as error:  # keep removing the rest
+            except Exception as error:  # noqa: BLE001 — keep removing the rest
                 errors.append(str(error))
         self.processes.clear()
         for name in reversed(self._made):
@@ -165,7 +165,7 @@ class Star:
         if errors:
             raise RuntimeError("shaped star cleanup: " + "; ".join(errors))
 
-    def __enter__(self) -> Star:
+    def __enter__(self) -> Star:  # noqa: PYI034
         return self
 
     def __exit__(self, *exc) -> None:

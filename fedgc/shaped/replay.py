@@ -64,7 +64,7 @@ class TraceReplay:
                         return
                     self.star.set_rate(i, up, down)
                     self.changes += 1
-        except BaseException as error:  # reported by stop()
+        except BaseException as error:  # noqa: BLE001 — reported by stop()
             self.error = error
 
     def start(self) -> None:

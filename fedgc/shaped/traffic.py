@@ -54,7 +54,7 @@ class CounterSampler:
             self.samples.append((time.time(), {i: counters.get(i, (0, 0)) for i in self.interfaces}))
             self._stop.wait(self.period_s)
 
-    def __enter__(self) -> CounterSampler:
+    def __enter__(self) -> CounterSampler:  # noqa: PYI034
         self._thread.start()
         return self
 
@@ -66,11 +66,11 @@ class CounterSampler:
         """Flows on ``interface`` (``"rx"`` or ``"tx"``) of at least ``min_bytes``, in time order."""
         column = {"rx": 0, "tx": 1}[direction]
         flows: list[Flow] = []
-        start = last_t = None
-        begin_bytes = prev = None
+        start = last_t = prev_t = None
+        begin_bytes = last_bytes = prev = 0
         for t, counters in self.samples:
             value = counters[interface][column]
-            if prev is not None and value > prev:
+            if prev_t is not None and value > prev:
                 if start is None or t - last_t > gap_s:
                     if start is not None:
                         flows.append(Flow(start, last_t, last_bytes - begin_bytes))
