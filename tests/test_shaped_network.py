@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fedgc.network.piecewise import PeriodicRate
-from fedgc.shaped import Star, namespaces_with, unavailable_reason
+from fedgc.shaped import FRAME_OVERHEAD, Star, namespaces_with, unavailable_reason
 from fedgc.shaped.processes import NamespaceProcess
 from fedgc.shaped.replay import TraceReplay
 from fedgc.shaped.traffic import CounterSampler
@@ -60,10 +60,13 @@ def test_the_byte_counters_see_the_transfer(tmp_path):
         anchor = NamespaceProcess(star.hub, ["sleep", "600"], tmp_path / "anchor.log", dict(os.environ))
         star.processes.append(anchor)
         with CounterSampler(anchor.pid, [star.clients[0].hub_dev]) as sampler:
-            transfer(star, tmp_path, 1_500_000, "down")  # 1.5 s at 8 Mbit/s
+            transfer(star, tmp_path, 3_000_000, "down")  # 3 s at 8 Mbit/s
         flows = sampler.flows(star.clients[0].hub_dev, "tx", min_bytes=1_000_000)
     assert len(flows) == 1
-    assert flows[0].nbytes >= 1_500_000 and flows[0].duration == pytest.approx(1.5, rel=0.10)
+    # The frames carry the payload plus TCP/IP and Ethernet headers (FRAME_OVERHEAD); the flow starts
+    # with the connection's handshake.
+    assert 3_000_000 <= flows[0].nbytes <= 3_000_000 * FRAME_OVERHEAD * 1.01
+    assert flows[0].duration == pytest.approx(3.0, rel=0.10)
 
 
 def test_a_replayed_trace_changes_the_rate_on_schedule(tmp_path):
