@@ -86,6 +86,10 @@ def test_flower_simulation_runtime_matches_inline(tmp_path, tiny_scenario, downl
     assert flower.final_accuracy == inline.final_accuracy
     assert flower.updates_applied == inline.updates_applied == 6
     assert (tmp_path / "flower" / "model.pt").stat().st_size > 0
+    # clients.jsonl names the same nodes (partition + 1, not Flower's ids) with the same outcomes.
+    who = [[(c["round"], c["node"], c["outcome"], c["phase"]) for c in map(json.loads, (tmp_path / e / "clients.jsonl")
+            .read_text().splitlines())] for e in ("inline", "flower")]
+    assert who[0] == who[1] and len(who[0]) == 6
 
 
 def test_flower_engine_without_ray_is_a_one_line_error(tmp_path):

@@ -9,8 +9,6 @@ measured seconds, as the round's) and its bytes each way.
 
 from __future__ import annotations
 
-from flwr.app import Message
-
 from fedgc.flower.exchange import Exchanged
 from fedgc.flower.strategy import AggregationStats
 from fedgc.metrics import ClientRecord
@@ -26,9 +24,10 @@ def _span(end: float | None, start: float | None) -> float | None:
     return None if end is None or start is None else end - start
 
 
-def client_rows(server_round: int, attempt: int, messages: list[Message], exchanged: Exchanged | None,
+def client_rows(server_round: int, attempt: int, selected: list[int], exchanged: Exchanged | None,
                 stats: AggregationStats) -> list[ClientRecord]:
-    """One record per node a training message went to, in node order."""
+    """One record per ``selected`` node (the nodes the training messages went to, as the strategy
+    named them), in node order."""
     if exchanged is None:
         return []
     traffic = exchanged.traffic
@@ -36,7 +35,7 @@ def client_rows(server_round: int, attempt: int, messages: list[Message], exchan
     failures = {f.node_id: f for f in traffic.failures}
     applied, clipped, capped = set(stats.applied_nodes), set(stats.clipped_nodes), set(stats.capped_nodes)
     rows = []
-    for node in sorted(int(m.metadata.dst_node_id) for m in messages):
+    for node in sorted(selected):
         row = ClientRecord(round=server_round, attempt=attempt, node=node, outcome="failed",
                            bytes_down=traffic.download_bytes.get(node), bytes_up=traffic.upload_bytes.get(node),
                            clipped=node in clipped, capped=node in capped)

@@ -107,7 +107,7 @@ def _wire_bytes(transport: Grid, table: str, message_id: str, message: Message) 
     return message_wire_size(message)
 
 
-def _traffic(messages, ids, down, failed, timeline, by_node, upload_bytes) -> tuple[list[Message], TrainRoundTraffic]:
+def _traffic(messages, nodes, ids, down, failed, timeline, by_node, upload_bytes) -> tuple[list[Message], TrainRoundTraffic]:
     completed = [t.node_id for t in timeline.timings if t.status == "completed"]
     traffic = TrainRoundTraffic(
         timeline=timeline,
@@ -117,7 +117,7 @@ def _traffic(messages, ids, down, failed, timeline, by_node, upload_bytes) -> tu
         bytes_down=sum(down.values()),
         bytes_up=sum(upload_bytes[n] for n in completed),
         upload_bytes={n: upload_bytes[n] for n in completed},
-        download_bytes={m.metadata.dst_node_id: down[i] for i, m in zip(ids, messages) if i in down},
+        download_bytes={node: down[i] for i, node in zip(ids, nodes) if i in down},
     )
     return [by_node[n] for n in completed], traffic
 
@@ -141,6 +141,7 @@ class SimulatedExchange:
         return online
 
     def run(self, transport: Grid, messages: list[Message]) -> Exchanged:
+        nodes = [m.metadata.dst_node_id for m in messages]  # before the transport relabels them
         ids = list(transport.push_messages(messages))
         # Sizes of the messages as pushed (the transport has filled in its ids), by message id.
         down = {i: _wire_bytes(transport, "sent_bytes", i, m) for i, m in zip(ids, messages) if i}
@@ -162,7 +163,7 @@ class SimulatedExchange:
         # Replies come back in arrival order on Flower's runtimes: the network model sees node order.
         jobs.sort(key=lambda job: job.node_id)
         timeline = self.network.run_round(jobs, deadline_s=self.deadline_s, keep_first=self.keep_first)
-        replies, traffic = _traffic(messages, ids, down, failed, timeline, by_node, upload_bytes)
+        replies, traffic = _traffic(messages, nodes, ids, down, failed, timeline, by_node, upload_bytes)
         return Exchanged(ids, pulled, replies, traffic)
 
 
@@ -183,6 +184,7 @@ class MeasuredExchange:
 
     def run(self, transport: Grid, messages: list[Message]) -> Exchanged:
         pushed_at = time.time()
+        nodes = [m.metadata.dst_node_id for m in messages]  # before the transport relabels them
         ids = list(transport.push_messages(messages))
         down = {i: _wire_bytes(transport, "sent_bytes", i, m) for i, m in zip(ids, messages) if i}
         limits = [s for s in (REPLY_TIMEOUT_S, self.deadline_s) if s is not None]
@@ -220,5 +222,5 @@ class MeasuredExchange:
                 timings.append(ClientTiming(node_id=message.metadata.dst_node_id, start=pushed_at - origin,
                                             status=unanswered))
         timeline = RoundTimeline(start=pushed_at - origin, end=closed_at - origin, timings=timings)
-        replies, traffic = _traffic(messages, ids, down, failed, timeline, by_node, upload_bytes)
+        replies, traffic = _traffic(messages, nodes, ids, down, failed, timeline, by_node, upload_bytes)
         return Exchanged(ids, pulled, replies, traffic)

@@ -181,6 +181,7 @@ def run_rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, *, mea
             for attempt in range(policy.retries + 1):
                 messages = strategy.configure(server_round, arrays, exchange.online(sorted(transport.get_node_ids())))
                 downloads = downlink.encode(messages, transport) if downlink is not None else None
+                selected = [int(m.metadata.dst_node_id) for m in messages]  # the transport may relabel them
                 exchanged = exchange.run(transport, messages) if messages else None
                 strategy.acknowledge(exchanged.pulled if exchanged else [])
                 if downlink is not None and exchanged is not None:
@@ -192,7 +193,7 @@ def run_rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, *, mea
                 record = round_record(server_round, attempt, report.stats, exchanged, downloads,
                                       log.rows[-1].sim_end_s if log.rows else 0.0, dense_bytes)
                 record.density = recorded_density(scenario.compression, server_round)
-                clients.append_rows([asdict(row) for row in client_rows(server_round, attempt, messages, exchanged,
+                clients.append_rows([asdict(row) for row in client_rows(server_round, attempt, selected, exchanged,
                                                                          report.stats)])
                 for failure in exchanged.traffic.failures if exchanged else []:
                     failures.append(server_round, attempt, failure.node_id, failure.error_type, failure.message)
