@@ -160,8 +160,11 @@ def test_an_interrupted_flower_run_leaves_no_process_and_stops_writing(tmp_path,
     path.write_text(yaml.safe_dump(tiny_scenario))
     out, mark = tmp_path / "out", uuid.uuid4().hex
     env = {**os.environ, "PYTHONPATH": str(REPO), "FEDGC_TEST_MARK": mark}
+    # As from a terminal: a shell without job control starts background commands with SIGINT ignored
+    # (and Python then keeps ignoring it), which is not the Ctrl-C this test is about.
     proc = subprocess.Popen([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(out), "--quiet"],
-                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     metrics = out / "metrics.jsonl"
     try:
         deadline = time.monotonic() + 240
