@@ -150,6 +150,25 @@ def _marked_processes(mark: str) -> list[int]:
     return found
 
 
+def _describe(pids: list[int]) -> list[str]:
+    """What each process is: state, parent, session, command line (for a failure message)."""
+    described = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")[:160]
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                token = b"FEDGC_RUNTIME_TOKEN=" in f.read()
+        except OSError:
+            described.append(f"{pid}: gone")
+            continue
+        described.append(f"{pid}: state {fields[0].decode()} ppid {int(fields[1])} sid {int(fields[3])} "
+                         f"token {token} {cmdline}")
+    return described
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to find the runtime's processes")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_flower_run_leaves_no_process_and_stops_writing(tmp_path, tiny_scenario, sig):
@@ -181,7 +200,8 @@ def test_an_interrupted_flower_run_leaves_no_process_and_stops_writing(tmp_path,
             proc.kill()
     assert code == 130, proc.stderr.read()
     assert proc.stderr.read().strip().splitlines()[-1] == "interrupted"
-    assert _marked_processes(mark) == [], "a process of the runtime outlived the command"
+    survivors = _marked_processes(mark)
+    assert survivors == [], f"a process of the runtime outlived the command: {_describe(survivors)}"
     size = metrics.stat().st_size
     time.sleep(5)
     assert metrics.stat().st_size == size, "metrics.jsonl grew after the command exited"
