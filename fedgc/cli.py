@@ -23,6 +23,14 @@ def _run(argv):
     return main(argv)
 
 
+def _own_process() -> None:
+    """Run as the ``fedgc`` command: a Flower runtime's orphans are re-parented to this process, so
+    the clean-up finds them all (fedgc.process_tree.adopt_orphans)."""
+    from fedgc.process_tree import adopt_orphans
+
+    adopt_orphans()
+
+
 def _check(argv):
     from fedgc.simulate import main
     return main([*argv, "--check"])
@@ -51,6 +59,8 @@ def main(argv=None):
         found = ".".join(map(str, sys.version_info[:3]))
         sys.stderr.write(f"fedgc: needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer (this is Python {found})\n")
         return 2
+    if argv is None:
+        _own_process()
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         sys.stdout.write("usage: fedgc COMMAND [ARGS]\n\n" + USAGE

@@ -113,5 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def command() -> int:
+    """``main`` as the command of its own process: the processes a Flower runtime leaves behind are
+    re-parented to it, so its clean-up finds them all (fedgc.process_tree.adopt_orphans)."""
+    from fedgc.process_tree import adopt_orphans
+
+    adopt_orphans()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())

@@ -19,6 +19,7 @@ the inline engine, and the summary is read back from ``summary.json``. Flower's 
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -26,19 +27,17 @@ from pathlib import Path
 import tomli_w
 
 from fedgc.flower.runtime_processes import (
-    RUNTIME_TOKEN,
     flower_env,
     flwr_run,
     free_port,
     signals_ignored,
     sigterm_as_interrupt,
     start_superlink,
-    terminate,
-    token_holders,
     write_connection,
 )
 from fedgc.flower.setup import NODE_WAIT_S, OUT_DIR, QUIET, SCENARIO_PATH, SCENARIO_YAML
 from fedgc.metrics import Summary, read_summary
+from fedgc.process_tree import RUNTIME_TOKEN, Family, adopts_orphans, descendants, terminate, token_holders
 from fedgc.scenario import Scenario, dump_scenario
 
 CONNECTION = "fedgc-local-simulation"
@@ -91,6 +90,18 @@ def _last_error(log: Path) -> str:
     return (errors or lines or ["no output"])[-1].strip()
 
 
+def runtime_processes(token: str, family: Family | None) -> list[int]:
+    """What the runtime started: every process holding its token (Ray overwrites some processes'
+    environment with their titles), the SuperLink's process tree as read before the clean-up began
+    (``family``), and, when this process is the command (it adopts orphans), each of its descendants."""
+    found = set(token_holders(token))
+    if family is not None:
+        found.update(family.members())
+    if adopts_orphans():
+        found.update(descendants(os.getpid()))
+    return sorted(found)
+
+
 def run_on_simulation_runtime(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False) -> Summary:
     with tempfile.TemporaryDirectory(prefix="fedgc-flower-") as tmp:
         work = Path(tmp)
@@ -123,9 +134,12 @@ def run_on_simulation_runtime(scenario: Scenario, out_dir: Path | None, *, quiet
             # Also when interrupted (Ctrl-C, SIGTERM): nothing the runtime started may go on writing
             # the run folder after this returns.
             with signals_ignored():
+                family = Family([link.process.pid]) if link is not None and os.path.isdir("/proc") else None
+                if family is not None:
+                    family.members()  # the whole tree, before anything in it is stopped
                 if link is not None:
                     link.stop()
-                terminate(lambda: token_holders(env[RUNTIME_TOKEN]))
+                terminate(lambda: runtime_processes(env[RUNTIME_TOKEN], family))
         summary = out / "summary.json"
         if not summary.exists():
             raise FlowerRunFailed(f"the Flower run failed ({_last_error(logs / 'flwr-run.log')}); "

@@ -28,10 +28,9 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
-RUNTIME_TOKEN = "FEDGC_RUNTIME_TOKEN"  # set in flower_env's environment, inherited by every process it starts
+from fedgc.process_tree import RUNTIME_TOKEN, session_members, terminate
 
 
 def free_port() -> int:
@@ -50,74 +49,6 @@ def flower_env(flwr_home: Path) -> dict[str, str]:
     env["FLWR_TELEMETRY_ENABLED"] = "0"
     env[RUNTIME_TOKEN] = uuid.uuid4().hex
     return env
-
-
-def _proc_stat(pid: str) -> tuple[int, str] | None:
-    """(session id, state) of a live process from /proc, None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return int(fields[3]), fields[0].decode()
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _live_pids(match: Callable[[str, int], bool]) -> list[int]:
-    """Processes (not zombies, not this one) for which ``match(pid, session)`` holds."""
-    found = []
-    for pid in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()):
-        stat = _proc_stat(pid)
-        if stat is not None and stat[1] not in ("Z", "X") and match(pid, stat[0]):
-            found.append(int(pid))
-    return found
-
-
-def session_members(sid: int) -> list[int]:
-    return _live_pids(lambda pid, session: session == sid)
-
-
-def token_holders(token: str) -> list[int]:
-    """Processes whose environment holds ``RUNTIME_TOKEN=token`` (this user's; others' are unreadable)."""
-    needle = f"{RUNTIME_TOKEN}={token}".encode() + b"\0"
-
-    def holds(pid: str, session: int) -> bool:
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                return needle in f.read()
-        except OSError:
-            return False
-
-    return _live_pids(holds)
-
-
-def terminate(find: Callable[[], list[int]], grace_s: float = 10.0, quiet_s: float = 1.0) -> list[int]:
-    """SIGTERM every process ``find()`` returns (again for any that appear meanwhile), SIGKILL what is
-    left after ``grace_s``, and wait until ``find()`` is empty (at most 30 s more) and stays empty for
-    ``quiet_s``: a process that was forking when its parent died (Ray's workers) shows up a moment
-    later and must be ended too. Returns survivors."""
-    def signal_all(sig: int) -> list[int]:
-        pids = find()
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-        return pids
-
-    def quiet() -> bool:
-        until = time.monotonic() + quiet_s
-        while time.monotonic() < until:
-            if find():
-                return False
-            time.sleep(0.1)
-        return True
-
-    # SIGKILL's phase is long: on a loaded machine Ray's raylet may still be forking workers.
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 30.0)):
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if not signal_all(sig) and quiet():
-                return []
-            time.sleep(0.1)
-    return find()
 
 
 def write_connection(flwr_home: Path, name: str, address: str) -> None:
