@@ -65,8 +65,8 @@ def scenario(clients: int, rounds: int, network: dict) -> dict:
 
 
 def trace_network(trace_dir: Path) -> dict:
-    return {"link": "trace", "trace_format": "pensieve", "trace_dir": str(trace_dir), "trace_down": [TRACE],
-            "trace_up": [TRACE], "trace_random_start": False, "rtt_ms": 0.0}
+    return {"link": {"name": "trace", "format": "pensieve", "down": [TRACE], "up": [TRACE], "random_start": False},
+            "trace_dir": str(trace_dir), "rtt_ms": 0.0}
 
 
 def app_with_reply_step(step_s: float, dest: Path) -> Path:
@@ -93,7 +93,7 @@ def measure(case: dict, work: Path, trace_dir: Path, app_dir: Path = REPO) -> di
     with Star(rates) as star:
         deployment = ShapedDeployment(star, work)
         replay = None
-        if net.get("link") == "trace":
+        if isinstance(net.get("link"), dict) and net["link"]["name"] == "trace":
             curve = read_trace(trace_dir / TRACE, "pensieve")
             replay = TraceReplay(star, [(curve, curve)] * n)
         deployment.start_superlink()
@@ -168,8 +168,8 @@ def phases(rows, downs, ups, pushes, n, t0) -> dict:
 def simulate(network: dict, measured: dict, protocol: str, n: int, reply_poll_s: float = 0.05) -> list[dict]:
     """Each measured round replayed on the network model from its measured start."""
     out = []
-    extra = {"protocol": "ideal"} if protocol == "ideal" else {"protocol": "flower", "reply_poll_s": reply_poll_s}
-    config = NetworkConfig(**network, **extra, device_samples_per_s=SPEED)
+    chosen = {"name": "ideal"} if protocol == "ideal" else {"name": "flower", "reply_poll_s": reply_poll_s}
+    config = NetworkConfig(**network, protocol=chosen, device={"name": "constant", "samples_per_s": SPEED})
     for rnd in measured["rounds"]:
         net = build_network(simpy.Environment(initial_time=rnd["start_s"]), config, list(range(1, n + 1)),
                             np.random.default_rng(0))

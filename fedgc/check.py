@@ -25,4 +25,4 @@ def check_scenario(scenario: Scenario, data: FederatedData) -> str:
     build_network(simpy.Environment(), scenario.network, nodes, np.random.default_rng(scenario.seed))
     return (f"{scenario.name}: {len(nodes)} clients, {sum(len(p) for p in data.partitions)} train samples, "
             f"model {scenario.model.name} ({parameter_count(model):,} parameters), "
-            f"compression {scenario.compression.name}, downlink {scenario.downlink.name}, network {scenario.network.profile}/{scenario.network.link}")
+            f"compression {scenario.compression.name}, downlink {scenario.downlink.name}, network {scenario.network.profile}/{scenario.network.link.name}")

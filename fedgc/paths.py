@@ -28,13 +28,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-# (section, key): the scenario keys that name files or directories.
-PATH_KEYS: tuple[tuple[str, str], ...] = (
-    ("data", "root"), ("network", "trace_dir"), ("network", "trace_down"), ("network", "trace_up"),
-    ("network", "bandwidth_file"), ("network", "device_file"), ("network", "availability_file"),
+# The scenario keys that name files or directories, as key paths; the network's in its tagged form
+# (network.link.down) and its flat form (network.trace_down), which fedgc.network.flat_form folds.
+PATH_KEYS: tuple[tuple[str, ...], ...] = (
+    ("data", "root"), ("network", "trace_dir"),
+    ("network", "link", "down"), ("network", "link", "up"), ("network", "link", "bandwidth_file"),
+    ("network", "device", "file"), ("network", "availability", "file"),
+    ("network", "trace_down"), ("network", "trace_up"), ("network", "bandwidth_file"), ("network", "device_file"),
+    ("network", "availability_file"),
 )
-# Relative to network.trace_dir when that is set.
-UNDER_TRACE_DIR = {"trace_down", "trace_up", "bandwidth_file", "device_file", "availability_file"}
+# Relative to network.trace_dir when that is set: every network file but trace_dir itself.
+UNDER_TRACE_DIR = {key for key in PATH_KEYS if key[0] == "network" and key != ("network", "trace_dir")}
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -136,12 +140,15 @@ def resolve_paths(tree: dict[str, Any], base: Path) -> None:
     base = Path(os.path.abspath(base))
     network = tree.get("network")
     trace_dir_set = isinstance(network, dict) and network.get("trace_dir") not in (None, "")
-    for section_name, key in PATH_KEYS:
-        section = tree.get(section_name)
+    for path in PATH_KEYS:
+        section: Any = tree
+        for part in path[:-1]:
+            section = section.get(part) if isinstance(section, dict) else None
+        key = path[-1]
         if not isinstance(section, dict) or key not in section:
             continue
-        where = f"{section_name}.{key}"
-        anchored = section_name == "network" and key in UNDER_TRACE_DIR and trace_dir_set
+        where = ".".join(path)
+        anchored = path in UNDER_TRACE_DIR and trace_dir_set
         value = section[key]
         if isinstance(value, list):
             section[key] = [_one(v, where, anchored, base) for v in value]

@@ -30,6 +30,8 @@ from fedgc.compress.downlink import DownlinkConfig
 from fedgc.data.config import DataConfig
 from fedgc.execution.device import DEVICE_PATTERN
 from fedgc.network.config import NetworkConfig
+from fedgc.network.flat_form import fold
+from fedgc.network.sections import SECTIONS
 from fedgc.paths import PathError, resolve_paths
 from fedgc.yaml12 import DuplicateKeyError
 from fedgc.yaml12 import dump as yaml12_dump
@@ -154,15 +156,25 @@ class Scenario(_Section):
 
 def _one_line(err: ValidationError) -> str:
     first = err.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "scenario"
+    loc, tagged = list(first["loc"]), None
+    if len(loc) > 2 and loc[0] == "network" and loc[1] in SECTIONS:
+        tagged = (loc[1], loc.pop(2))  # pydantic puts a tagged union's tag in the path: network.link.trace.down
+    where = ".".join(str(p) for p in loc) or "scenario"
     msg = first["msg"].removeprefix("Value error, ")
     named = re.match(r"^([a-z_]+(?:\.[a-z_]+)+): (.*)$", msg)
-    if named and (not first["loc"] or named.group(1).startswith(where + ".")):  # a rule names its own field
-        where, msg = named.groups()
+    if named and (not loc or named.group(1).startswith(where + ".") or named.group(1) == where):
+        where, msg = named.groups()  # a rule names its own field
     if first["type"] == "extra_forbidden":
         msg = "unknown key (not part of the scenario schema)"
+        if tagged:
+            keys = ", ".join(SECTIONS[tagged[0]][0][tagged[1]].model_fields)
+            msg = f"not a key of {tagged[0]} {tagged[1]} (its keys: {keys})"
     elif first["type"] == "missing":
-        msg = "required key is missing"
+        msg = f"required when {tagged[0]} is {tagged[1]}" if tagged else "required key is missing"
+    elif first["type"] == "union_tag_invalid":
+        msg = f"unknown name {first['ctx']['tag']!r} (known: {first['ctx']['expected_tags'].replace(chr(39), '')})"
+    elif first["type"] == "union_tag_not_found":
+        msg = "needs a name (e.g. {name: ...})"
     more = len(err.errors()) - 1
     return f"{where}: {msg}" + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")
 
@@ -172,6 +184,14 @@ def set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
     parts = key.split(".")
     if not all(parts):
         raise ScenarioError(f"--set {key}: empty key component")
+    network = tree.get("network")
+    if (len(parts) > 2 and parts[0] == "network" and parts[1] in SECTIONS and isinstance(network, dict)
+            and not isinstance(network.get(parts[1]), dict)):
+        # A key inside network.link (or device, ...) over a file in the flat form: fold it first.
+        try:
+            tree["network"] = fold(network)
+        except ValueError as err:
+            raise ScenarioError(str(err)) from None
     node = tree
     for part in parts[:-1]:
         child = node.setdefault(part, {})

@@ -177,6 +177,50 @@ def test_resume_with_retried_rounds_reproduces_the_metrics(tmp_path, tiny_scenar
     assert (crashed / "metrics.jsonl").read_bytes() == (full / "metrics.jsonl").read_bytes()
 
 
+# The network section as a run folder written before the tagged sections holds it (scenario.yaml and the
+# checkpoint's scenario record): every flat key, with stateful_scenario's values.
+FLAT_NETWORK = {
+    "profile": "3g", "link": "gilbert_elliott", "up_mbps": None, "down_mbps": None, "rtt_ms": None, "jitter_ms": 0.0,
+    "bandwidth_spread": 0.0, "bandwidth_file": None, "ge_mean_good_s": 10.0, "ge_mean_bad_s": 2.0,
+    "ge_bad_factor": 0.1, "ge_good_loss": 0.0, "ge_bad_loss": 0.05, "trace_down": [], "trace_up": None,
+    "trace_format": "pensieve", "trace_unit": None, "trace_dir": None, "trace_random_start": True,
+    "server_up_mbps": None, "server_down_mbps": None, "device_samples_per_s": 500.0, "device_tier": None,
+    "device_file": None, "device_file_scale": 3.0, "availability": "exponential", "mean_on_s": 20.0,
+    "mean_off_s": 5.0, "availability_file": None, "availability_period_s": None, "protocol": "ideal",
+    "pull_interval_s": 3.0, "requests_down": 3, "requests_up": 2, "reply_poll_s": 0.05, "pull_backoff_s": 1.0,
+    "pull_backoff_cap_s": 10.0, "deadline_s": None, "over_selection": 1.5,
+}
+
+
+@pytest.mark.parametrize(("flat_changes", "named"), [({}, None), ({"ge_bad_factor": 0.2}, "network.link.bad_factor")])
+def test_a_run_folder_with_the_flat_network_section_resumes(tmp_path, tiny_scenario, flat_changes, named, capsys):
+    """A run folder from before the tagged network sections resumes to the uninterrupted metrics; a
+    checkpoint whose network really differs is still refused, naming the key in today's form."""
+    from fedgc.flower.resume_check import fingerprint, flat_fields
+
+    full = tmp_path / "full"
+    assert run_cli(str(write(tmp_path / "s.yaml", stateful_scenario(tiny_scenario, rounds=6, every=2))),
+                   "--out", str(full)) == 0
+    old = tmp_path / "old"
+    old.mkdir()
+    tree = yaml.safe_load((full / "scenario.yaml").read_text())
+    tree["network"] = dict(FLAT_NETWORK)
+    write(old / "scenario.yaml", tree)
+    payload = torch.load(full / CHECKPOINT, weights_only=True)
+    fields = flat_fields({**tree, "network": {**FLAT_NETWORK, **flat_changes}})
+    payload["scenario"] = {**payload["scenario"], "fields": fields, "fingerprint": fingerprint(fields)}
+    torch.save(payload, old / CHECKPOINT)
+    rows = (full / "metrics.jsonl").read_text().splitlines(keepends=True)
+    (old / "metrics.jsonl").write_text("".join(rows[:payload["state"]["run"]["metrics_rows"]]))
+    capsys.readouterr()
+    code = run_cli("--resume", str(old))
+    if named is None:
+        assert code == 0 and (old / "metrics.jsonl").read_bytes() == (full / "metrics.jsonl").read_bytes()
+    else:
+        err = capsys.readouterr().err
+        assert code == 2 and f"in {named};" in err and err.count("\n") == 1, err
+
+
 def _completed_run(tmp_path, tiny, rounds=4, every=2) -> tuple[Path, dict]:
     scenario = {**tiny, "rounds": rounds, "checkpoint_every": every}
     out = tmp_path / "run"

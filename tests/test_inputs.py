@@ -152,9 +152,11 @@ def test_an_availability_file_of_empty_intervals_is_refused(tmp_path):
 
 
 def test_unreachable_link_delays_are_refused(tiny_scenario):
-    for key, value in [("rtt_ms", 1e12), ("jitter_ms", 1e12), ("over_selection", 1e300), ("mean_off_s", 1e300)]:
+    for key, value in [("rtt_ms", 1e12), ("jitter_ms", 1e12), ("over_selection", 1e300)]:
         with pytest.raises(ScenarioError, match=rf"^network\.{key}: Input should be less than or equal"):
             validate({**tiny_scenario, "network": {key: value}})
+    with pytest.raises(ScenarioError, match=r"^network\.availability\.mean_off_s: Input should be less than or equal"):
+        validate({**tiny_scenario, "network": {"availability": "exponential", "mean_off_s": 1e300}})
 
 
 # 4. Knobs whose cost grows with their value ----------------------------------------------------
@@ -183,7 +185,7 @@ def test_synthetic_clients_are_bounded_since_their_data_grows_with_them(tiny_sce
 def test_device_file_scale_error_names_the_scale(tmp_path):
     (tmp_path / "cap.csv").write_text("computation_ms_per_sample,dl_kbps,ul_kbps\n1e-305,100,100\n")
     config = NetworkConfig(device_file=str(tmp_path / "cap.csv"), device_file_scale=0.001)
-    with pytest.raises(ValueError, match=r"^network\.device_file_scale: 0\.001 x computation_ms_per_sample"):
+    with pytest.raises(ValueError, match=r"^network\.device\.scale: 0\.001 x computation_ms_per_sample"):
         build_network(simpy.Environment(), config, [1], np.random.default_rng(0))
 
 
@@ -262,8 +264,8 @@ def test_relative_paths_are_relative_to_the_scenario_file(tmp_path, monkeypatch,
     path = _write(here, _trace_scenario(tiny_scenario, here))
     monkeypatch.chdir(tmp_path)  # not the scenario's folder
     scenario = load_scenario(path)
-    assert scenario.network.trace_down == [str(here / "link.down")]
-    assert scenario.network.availability_file == str(here / "avail.csv")
+    assert scenario.network.link.down == [str(here / "link.down")]
+    assert scenario.network.availability.file == str(here / "avail.csv")
     capsys.readouterr()
     assert main([str(path), "--check"]) == 0
     # The copy a run writes (and --resume reads) finds the same files from anywhere.
@@ -281,8 +283,8 @@ def test_set_paths_are_relative_to_the_current_directory(tmp_path, monkeypatch, 
     (tmp_path / "other" / "avail.csv").write_text("client,start_s,end_s\n0,0,5\n")
     monkeypatch.chdir(tmp_path)
     scenario = load_scenario(path, ["network.availability_file=other/avail.csv"])
-    assert scenario.network.availability_file == str(tmp_path / "other" / "avail.csv")
-    assert scenario.network.trace_down == [str(here / "link.down")]
+    assert scenario.network.availability.file == str(tmp_path / "other" / "avail.csv")
+    assert scenario.network.link.down == [str(here / "link.down")]
 
 
 def test_environment_variables_in_paths(tmp_path, monkeypatch, tiny_scenario):

@@ -15,6 +15,7 @@ from fedgc.network.device import DEVICE_TIERS, read_capacity_file
 from fedgc.network.links import ConstantLink, GilbertElliottLink, TraceLink
 from fedgc.network.profiles import PROFILES
 from fedgc.network.timeline import ClientJob
+from fedgc.scenario import ScenarioError, validate
 
 
 def build(n=4, seed=0, **keys):
@@ -36,24 +37,52 @@ def test_default_build_is_the_lte_profile_for_every_node():
     assert net.online_nodes([100, 101, 7]) == [100, 101]
 
 
-@pytest.mark.parametrize("keys, rule", [
-    ({"profile": "6g"}, "unknown network profile"),
-    ({"link": "trace"}, "trace_down must list at least one trace file"),
-    ({"trace_down": ["x"]}, "only used when link is trace"),
-    ({"link": "carrier_pigeon"}, "'constant', 'gilbert_elliott' or 'trace'"),
-    ({"bandwidth_spread": -1}, "greater than or equal to 0"),
-    ({"ge_bad_loss": 1.5}, "less than or equal to 1"),
-    ({"device_tier": "potato"}, "unknown device tier"),
-    ({"availability": "trace"}, "availability_file is required exactly when availability is trace"),
-    ({"availability_period_s": 10}, "availability_period_s only applies"),
-    ({"server_up_mbps": 0}, "greater than 0"),
-    ({"colour": "red"}, "Extra inputs are not permitted"),
+@pytest.mark.parametrize("keys, line", [
+    ({"profile": "6g"}, "network.profile: unknown network profile '6g'"),
+    ({"link": "trace"}, "network.link.down: required when link is trace"),
+    ({"link": {"name": "trace", "down": []}}, "network.link.down: List should have at least 1 item"),
+    ({"trace_down": ["x"]},
+     "network.trace_down: only applies when link is trace (write network.link: {name: trace, down: ...})"),
+    ({"link": {"name": "constant", "down": ["x"]}},
+     "network.link.down: not a key of link constant (its keys: name, bandwidth_file)"),
+    ({"link": "carrier_pigeon"},
+     "network.link: unknown name 'carrier_pigeon' (known: constant, gilbert_elliott, trace)"),
+    ({"link": {"down": ["x"]}}, "network.link: needs a name"),
+    ({"bandwidth_spread": -1}, "network.bandwidth_spread: Input should be greater than or equal to 0"),
+    ({"link": "gilbert_elliott", "ge_bad_loss": 1.5}, "network.link.bad_loss: Input should be less than or equal to 1"),
+    ({"device_tier": "potato"}, "network.device.tier: Input should be 'low', 'mid', 'high' or 'mixed'"),
+    ({"device_tier": "low", "device_file": "x.csv"}, "network.device_tier: set either device_tier or device_file"),
+    ({"availability": "trace"}, "network.availability.file: required when availability is trace"),
+    ({"availability_period_s": 10}, "network.availability_period_s: only applies when availability is trace"),
+    ({"availability": {"name": "exponential", "period_s": 10}},
+     "network.availability.period_s: not a key of availability exponential"),
+    ({"pull_interval_s": 1}, "network.pull_interval_s: only applies when protocol is flower"),
+    ({"link": {"name": "trace", "down": ["a"], "up": ["a", "b"]}}, "network.link.up: must list as many files"),
+    ({"server_up_mbps": 0}, "network.server_up_mbps: Input should be greater than 0"),
+    ({"colour": "red"}, "network.colour: unknown key"),
 ])
-def test_config_errors_name_the_rule_in_one_line(keys, rule):
-    with pytest.raises(ValidationError) as err:
-        NetworkConfig(**keys)
-    message = err.value.errors()[0]["msg"]
-    assert rule in message and "\n" not in message
+def test_config_errors_name_the_key_and_the_rule_in_one_line(keys, line):
+    """Flat keys and tagged sections alike: the message names the key as written and what is wrong."""
+    with pytest.raises(ScenarioError) as err:
+        validate({"name": "net", "rounds": 1, "network": keys})
+    assert str(err.value).startswith(line) and "\n" not in str(err.value)
+
+
+def test_the_flat_form_and_the_tagged_form_are_one_network(shared_dir):
+    """Scenarios written before the tagged sections (and every resolved scenario.yaml, which lists each
+    key with its default) read as the tagged form; a resolved file validates back to itself."""
+    folder = str(shared_dir / "traces" / "mahimahi")
+    flat = {"link": "trace", "trace_format": "mahimahi", "trace_dir": folder, "trace_down": ["Verizon-LTE-short.down"],
+            "device_tier": "mixed", "availability": "exponential", "mean_on_s": 1200, "protocol": "flower",
+            "reply_poll_s": 3, "ge_bad_factor": 0.1, "device_samples_per_s": 500, "availability_file": None}
+    tagged = {"link": {"name": "trace", "format": "mahimahi", "down": ["Verizon-LTE-short.down"]},
+              "trace_dir": folder, "device": {"name": "tier", "tier": "mixed"},
+              "availability": {"name": "exponential", "mean_on_s": 1200},
+              "protocol": {"name": "flower", "reply_poll_s": 3}}
+    assert validate({"name": "net", "rounds": 1, "network": flat}).network == validate({"name": "net", "rounds": 1, "network": tagged}).network
+    resolved = validate({"name": "net", "rounds": 1, "network": tagged}).network.model_dump(mode="json")
+    assert NetworkConfig.model_validate(resolved, strict=True).model_dump(mode="json") == resolved
+    assert resolved["link"]["name"] == "trace" and "trace_down" not in resolved
 
 
 def test_missing_trace_file_is_a_one_line_error_naming_it(tmp_path):

@@ -25,7 +25,7 @@ def run(deadline_s=None, **network):
 
 
 def test_ideal_is_the_default_and_adds_nothing():
-    assert NetworkConfig().protocol == "ideal"
+    assert NetworkConfig().protocol.name == "ideal"
     tl = run()
     for t, job in zip(tl.timings, JOBS):
         down = 5.0 + job.down_bytes * 8 / 8e6 + 0.02
@@ -83,8 +83,11 @@ def test_flower_with_a_shared_server_link():
 @pytest.mark.parametrize("key", ["pull_interval_s", "requests_down", "requests_up", "reply_poll_s", "pull_backoff_s",
                                  "pull_backoff_cap_s"])
 def test_protocol_keys_need_the_flower_protocol(key):
-    with pytest.raises(ValidationError, match=f"{key} only applies when protocol is flower"):
+    with pytest.raises(ValidationError, match=f"{key}: only applies when protocol is flower"):
         NetworkConfig(**{key: 7})
+    with pytest.raises(ValidationError, match=f"{key}\n  Extra inputs are not permitted"):
+        NetworkConfig(protocol={"name": "ideal", key: 7})
+    assert NetworkConfig(protocol={"name": "flower", key: 7}) == NetworkConfig(protocol="flower", **{key: 7})
 
 
 def test_unknown_protocol_and_bad_values_are_refused():

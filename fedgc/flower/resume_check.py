@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from fedgc.scenario import Scenario
+from fedgc.scenario import Scenario, ScenarioError, validate
 
 RESUMABLE = ("rounds", "checkpoint_every", "eval.target_accuracy")
 
@@ -44,11 +44,31 @@ def scenario_record(scenario: Scenario) -> dict:
     return {"fingerprint": fingerprint(fields), "fields": fields, "rounds": scenario.rounds}
 
 
+def in_todays_form(fields: dict[str, object]) -> dict[str, object] | None:
+    """A checkpoint's fields read with today's schema (a checkpoint written before the network's tagged
+    sections lists ``network.trace_down``, today's ``network.link.down``); None when they do not validate."""
+    tree: dict = {}
+    for dotted, value in fields.items():
+        *sections, key = dotted.split(".")
+        node = tree
+        for section in sections:
+            node = node.setdefault(section, {})
+            if not isinstance(node, dict):
+                return None
+        node[key] = value
+    try:
+        return flat_fields(validate(tree).model_dump(mode="json"))
+    except ScenarioError:
+        return None
+
+
 def refusal(record: dict, scenario: Scenario, checkpoint_round: int) -> str | None:
     """Why ``scenario`` cannot resume from a checkpoint written with ``record``, or None when it can."""
     now = scenario_record(scenario)
-    if now["fingerprint"] != record.get("fingerprint"):
-        saved = record.get("fields") if isinstance(record.get("fields"), dict) else {}
+    saved = record.get("fields") if isinstance(record.get("fields"), dict) else {}
+    if now["fingerprint"] != record.get("fingerprint") and now["fingerprint"] != fingerprint(
+            in_todays_form(saved) or {}):
+        saved = in_todays_form(saved) or saved
         changed = sorted(k for k in set(saved) | set(now["fields"])
                          if k not in RESUMABLE and saved.get(k, "<absent>") != now["fields"].get(k, "<absent>"))
         names = ", ".join(changed) if changed else "unknown fields"

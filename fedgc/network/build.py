@@ -12,6 +12,15 @@ from fedgc.network.links import LINKS, Link
 from fedgc.network.piecewise import PeriodicRate
 from fedgc.network.profiles import PROFILES
 from fedgc.network.protocol import protocol_from_config
+from fedgc.network.sections import (
+    ConstantLinkConfig,
+    ExponentialAvailabilityConfig,
+    FileDeviceConfig,
+    GilbertElliottLinkConfig,
+    TierDeviceConfig,
+    TraceAvailabilityConfig,
+    TraceLinkConfig,
+)
 from fedgc.network.timeline import ClientNetwork, NetworkModel
 from fedgc.network.traces import read_trace
 
@@ -19,8 +28,9 @@ from fedgc.network.traces import read_trace
 def _rates(config: NetworkConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Per-client (up, down) Mbit/s: the profile (or overrides), a capacity file, then the lognormal spread."""
     profile = PROFILES[config.profile]
-    if config.bandwidth_file is not None:
-        columns = read_capacity_file(config.resolve(config.bandwidth_file))
+    bandwidth_file = getattr(config.link, "bandwidth_file", None)
+    if bandwidth_file is not None:
+        columns = read_capacity_file(config.resolve(bandwidth_file))
         rows = assign_rows(len(columns["ul_kbps"]), n, rng)
         up, down = columns["ul_kbps"][rows] / 1000.0, columns["dl_kbps"][rows] / 1000.0
     else:
@@ -33,30 +43,33 @@ def _rates(config: NetworkConfig, n: int, rng: np.random.Generator) -> tuple[np.
 
 
 def _devices(config: NetworkConfig, n: int, rng: np.random.Generator) -> list[Device]:
-    if config.device_file is not None:
-        ms = read_capacity_file(config.resolve(config.device_file))["computation_ms_per_sample"]
+    device = config.device
+    if isinstance(device, FileDeviceConfig):
+        ms = read_capacity_file(config.resolve(device.file))["computation_ms_per_sample"]
         with np.errstate(over="ignore", divide="ignore"):
-            speeds = 1000.0 / (ms[assign_rows(len(ms), n, rng)] * config.device_file_scale)
+            speeds = 1000.0 / (ms[assign_rows(len(ms), n, rng)] * device.scale)
         bad = speeds[~(np.isfinite(speeds) & (speeds > 0))]
         if bad.size:
-            raise ValueError(f"network.device_file_scale: {config.device_file_scale} x computation_ms_per_sample "
-                             f"of {config.device_file} gives a training speed of {bad[0]} samples/s "
+            raise ValueError(f"network.device.scale: {device.scale} x computation_ms_per_sample "
+                             f"of {device.file} gives a training speed of {bad[0]} samples/s "
                              "(must be finite and > 0)")
-    elif config.device_tier is not None:
-        speeds = tier_speeds(config.device_tier, n, rng)
+    elif isinstance(device, TierDeviceConfig):
+        speeds = tier_speeds(device.tier, n, rng)
     else:
-        speeds = np.full(n, config.device_samples_per_s)
+        speeds = np.full(n, device.samples_per_s)
     cache: dict[float, Device] = {}
     return [cache.setdefault(s, Device(s)) for s in speeds.tolist()]
 
 
 def _availabilities(config: NetworkConfig, n: int, seeds: list[int]) -> list[Availability]:
-    if config.availability == "exponential":
-        return [ExponentialOnOff(config.mean_on_s, config.mean_off_s, np.random.default_rng(seeds[i])) for i in range(n)]
-    if config.availability == "trace":
-        table = read_interval_file(config.resolve(config.availability_file))
+    availability = config.availability
+    if isinstance(availability, ExponentialAvailabilityConfig):
+        return [ExponentialOnOff(availability.mean_on_s, availability.mean_off_s, np.random.default_rng(seeds[i]))
+                for i in range(n)]
+    if isinstance(availability, TraceAvailabilityConfig):
+        table = read_interval_file(config.resolve(availability.file))
         keys = sorted(table)
-        made = {k: IntervalAvailability(table[k], config.availability_period_s) for k in keys}
+        made = {k: IntervalAvailability(table[k], availability.period_s) for k in keys}
         return [made[keys[i % len(keys)]] for i in range(n)]
     return [ALWAYS] * n
 
@@ -72,36 +85,37 @@ def build_network(env: simpy.Environment, config: NetworkConfig, node_ids: list[
     profile = PROFILES[config.profile]
     rtt = profile.rtt_ms if config.rtt_ms is None else config.rtt_ms
     seeds = rng.integers(2**63, size=(n, 2))
-    needs_rng = config.link != "constant" or config.jitter_ms > 0
+    link = config.link
+    needs_rng = not isinstance(link, ConstantLinkConfig) or config.jitter_ms > 0
     link_rngs = [np.random.default_rng(s) if needs_rng else None for s in seeds[:, 0].tolist()]
     up, down = _rates(config, n, rng)
     devices = _devices(config, n, rng)
     availabilities = _availabilities(config, n, seeds[:, 1].tolist())
 
     links: list[Link]
-    if config.link == "trace":
+    if isinstance(link, TraceLinkConfig):
         cache: dict[str, PeriodicRate] = {}
 
         def trace(name: str) -> PeriodicRate:
             path = config.resolve(name)
             if str(path) not in cache:
-                cache[str(path)] = read_trace(path, config.trace_format, config.trace_unit)
+                cache[str(path)] = read_trace(path, link.format, link.unit)
             return cache[str(path)]
 
         up_scale = (config.up_mbps or profile.up_mbps) / (config.down_mbps or profile.down_mbps)
         links = []
         for i in range(n):
-            k = i % len(config.trace_down)
-            down_curve = trace(config.trace_down[k])
-            up_curve = trace(config.trace_up[k]) if config.trace_up else None
+            k = i % len(link.down)
+            down_curve = trace(link.down[k])
+            up_curve = trace(link.up[k]) if link.up else None
             rng_i = link_rngs[i] if link_rngs[i] is not None else np.random.default_rng(0)
-            offset = float(rng_i.uniform(0, down_curve.period)) if config.trace_random_start else 0.0
+            offset = float(rng_i.uniform(0, down_curve.period)) if link.random_start else 0.0
             links.append(LINKS["trace"](down_curve, up_curve, up_scale, rtt, config.jitter_ms, link_rngs[i], offset))
-    elif config.link == "gilbert_elliott":
+    elif isinstance(link, GilbertElliottLinkConfig):
         links = [LINKS["gilbert_elliott"](
-            float(up[i]), float(down[i]), rtt, config.jitter_ms, link_rngs[i], mean_good_s=config.ge_mean_good_s,
-            mean_bad_s=config.ge_mean_bad_s, bad_factor=config.ge_bad_factor, good_loss=config.ge_good_loss,
-            bad_loss=config.ge_bad_loss) for i in range(n)]
+            float(up[i]), float(down[i]), rtt, config.jitter_ms, link_rngs[i], mean_good_s=link.mean_good_s,
+            mean_bad_s=link.mean_bad_s, bad_factor=link.bad_factor, good_loss=link.good_loss,
+            bad_loss=link.bad_loss) for i in range(n)]
     else:
         links = [LINKS["constant"](float(up[i]), float(down[i]), rtt, config.jitter_ms, link_rngs[i])
                  for i in range(n)]
@@ -110,6 +124,4 @@ def build_network(env: simpy.Environment, config: NetworkConfig, node_ids: list[
     return NetworkModel(env, clients,
                         server_up_bps=config.server_up_mbps * mbps if config.server_up_mbps else None,
                         server_down_bps=config.server_down_mbps * mbps if config.server_down_mbps else None,
-                        protocol=protocol_from_config(config.protocol, config.pull_interval_s, config.requests_down,
-                                                      config.requests_up, config.reply_poll_s, config.pull_backoff_s,
-                                                      config.pull_backoff_cap_s))
+                        protocol=protocol_from_config(config.protocol))

@@ -31,6 +31,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from fedgc.network.sections import FlowerProtocolConfig, ProtocolConfig
+
 
 @dataclass(frozen=True)
 class Protocol:
@@ -68,13 +70,10 @@ class Protocol:
 IDEAL = Protocol()
 
 
-def protocol_from_config(kind: str, pull_interval_s: float, requests_down: int, requests_up: int,
-                         reply_poll_s: float, pull_backoff_s: float, pull_backoff_cap_s: float) -> Protocol:
-    """``ideal`` adds nothing (its parameters are ignored); ``flower`` uses them as documented above."""
-    if kind == "ideal":
-        return IDEAL
-    if kind == "flower":
-        return Protocol(pickup_s=pull_interval_s / 2.0, requests_down=requests_down, requests_up=requests_up,
-                        reply_poll_s=reply_poll_s, pull_backoff_s=pull_backoff_s,
-                        pull_backoff_cap_s=pull_backoff_cap_s)
-    raise ValueError(f"unknown network protocol {kind!r}; known: ideal, flower")
+def protocol_from_config(config: ProtocolConfig) -> Protocol:
+    """``ideal`` adds nothing; ``flower`` uses its parameters as documented above."""
+    if isinstance(config, FlowerProtocolConfig):
+        return Protocol(pickup_s=config.pull_interval_s / 2.0, requests_down=config.requests_down,
+                        requests_up=config.requests_up, reply_poll_s=config.reply_poll_s,
+                        pull_backoff_s=config.pull_backoff_s, pull_backoff_cap_s=config.pull_backoff_cap_s)
+    return IDEAL
