@@ -4,7 +4,7 @@ Each process answers two questions about simulated time t: ``is_online(t)`` and 
 first moment at or after t when the client is offline (t itself when it is offline at t, inf when it
 never goes offline). Online intervals are half-open: [on, off).
 
-Interval file (``network.availability_file``): CSV with the header ``client,start_s,end_s``; each row
+Interval file (``network.availability: {name: trace, file: ...}``): CSV with the header ``client,start_s,end_s``; each row
 is one online interval of client number ``client`` (0, 1, ... in the order of the run's node ids,
 taken modulo the number of clients in the file). With a period the intervals repeat every period.
 """

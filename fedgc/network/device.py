@@ -1,6 +1,6 @@
 """A client's device: how fast it trains, and the FedScale-style capacity file.
 
-Named tiers (``network.device_tier``) are illustrative speeds for the small models of this project;
+Named tiers (``network.device: {name: tier, tier: ...}``) are illustrative speeds for the small models of this project;
 ``mixed`` draws one of low/mid/high per client with equal probability. The capacity file (FedScale's
 ``client_device_capacity``, CSV with ``computation_ms_per_sample``, ``dl_kbps``, ``ul_kbps`` columns)
 gives measured per-device figures; FedScale's ``computation`` is the forward latency per sample, and
