@@ -77,6 +77,10 @@ class ClientConfig(_Section):
     execution: Literal["auto", "sequential", "vectorized"] = Field(
         "auto", description="inline engine: train a round's clients one by one, or together with torch.func "
                             "(vectorized; within float tolerance of sequential); auto: vectorized on CUDA")
+    gpu_share: float | None = Field(
+        None, gt=0.0, le=1.0, description="engine flower on a GPU: the share of one GPU each client process "
+                                         "reserves (Ray's num_gpus; 1/gpu_share clients train at once per GPU); "
+                                         "default 0.25 when the run's device is a GPU")
 
     @model_validator(mode="after")
     def _steps_or_epochs(self) -> ClientConfig:
@@ -140,6 +144,13 @@ class Scenario(_Section):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     checkpoint_every: int = Field(10, ge=0, le=1_000_000,
                                   description="write a resumable checkpoint every N rounds (0: never)")
+
+    @model_validator(mode="after")
+    def _gpu_share_needs_flower(self) -> Scenario:
+        if self.client.gpu_share is not None and self.engine != "flower":
+            raise ValueError("client.gpu_share: only applies to engine: flower (Flower's simulation runtime); "
+                             "the inline engine trains in this process")
+        return self
 
     @model_validator(mode="after")
     def _rounds_can_count(self) -> Scenario:

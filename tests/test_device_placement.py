@@ -40,3 +40,29 @@ def test_cuda_without_a_gpu_is_one_line_and_exit_2(tmp_path, tiny_scenario, caps
 def test_a_malformed_device_is_a_scenario_error(tmp_path, tiny_scenario, capsys, device):
     code, err = _run(tmp_path, tiny_scenario, "bad", device, capsys)
     assert code == 2 and err.count("\n") == 1 and "device" in err
+
+
+def test_flower_client_processes_reserve_a_gpu_share_only_on_a_gpu(tiny_scenario):
+    """Ray hides the GPUs from a client process that reserved none: on a GPU the runtime is asked for
+    each client's share (the scenario's, else a quarter), on the CPU for nothing."""
+    from fedgc.flower.flower_engine import federation_config
+    from fedgc.scenario import ScenarioError, validate
+
+    flower = validate({**tiny_scenario, "engine": "flower"})
+    assert federation_config(flower, torch.device("cpu")) == ["num-supernodes=4"]
+    assert federation_config(flower, torch.device("cuda", 0)) == ["num-supernodes=4", "client-resources-num-gpus=0.25"]
+    shared = validate({**tiny_scenario, "engine": "flower", "client": {"gpu_share": 0.5}})
+    assert federation_config(shared, torch.device("cuda", 0))[1] == "client-resources-num-gpus=0.5"
+    with pytest.raises(ScenarioError, match=r"^client\.gpu_share: only applies to engine: flower"):
+        validate({**tiny_scenario, "client": {"gpu_share": 0.5}})
+
+
+def test_flower_accepts_the_gpu_share_items():
+    """The items are what ``flwr run --federation-config`` turns into its simulation config."""
+    from flwr.common.config import parse_config_args
+    from flwr.supercore.utils import simulation_config_from_json
+
+    items = ["num-supernodes=4", "client-resources-num-gpus=0.25"]
+    parsed = {k.replace("-", "_"): v for k, v in parse_config_args(items).items()}  # as flwr run does
+    config = simulation_config_from_json(parsed)
+    assert config.num_supernodes == 4 and config.client_resources_num_gpus == pytest.approx(0.25)

@@ -25,7 +25,9 @@ import tempfile
 from pathlib import Path
 
 import tomli_w
+import torch
 
+from fedgc.execution.device import resolve_device
 from fedgc.flower.runtime_processes import (
     flower_env,
     flwr_run,
@@ -90,6 +92,19 @@ def _last_error(log: Path) -> str:
     return (errors or lines or ["no output"])[-1].strip()
 
 
+DEFAULT_GPU_SHARE = 0.25  # four client processes per GPU, as Flower's examples reserve it
+
+
+def federation_config(scenario: Scenario, device: torch.device) -> list[str]:
+    """``flwr run --federation-config`` items: one simulated SuperNode per client and, when the run's
+    device is a GPU, each client process's GPU share. Without one, Ray gives a client process no GPU
+    (it hides the GPUs from it), and the ClientApp's ``device: auto`` would quietly train on the CPU."""
+    items = [f"num-supernodes={scenario.data.num_clients}"]
+    if device.type == "cuda":
+        items.append(f"client-resources-num-gpus={scenario.client.gpu_share or DEFAULT_GPU_SHARE}")
+    return items
+
+
 def runtime_processes(token: str, family: Family | None) -> list[int]:
     """What the runtime started: every process holding its token (Ray overwrites some processes'
     environment with their titles), the SuperLink's process tree as read before the clean-up began
@@ -129,7 +144,7 @@ def run_on_simulation_runtime(scenario: Scenario, out_dir: Path | None, *, quiet
             with sigterm_as_interrupt():
                 link = start_superlink(port, logs, env, simulation=True)
                 flwr_run(app_dir, CONNECTION, run_config, env, logs / "flwr-run.log",
-                         federation_config=[f"num-supernodes={scenario.data.num_clients}"])
+                         federation_config=federation_config(scenario, resolve_device(scenario.device)))
         finally:
             # Also when interrupted (Ctrl-C, SIGTERM): nothing the runtime started may go on writing
             # the run folder after this returns.
