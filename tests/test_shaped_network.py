@@ -1,6 +1,7 @@
 """The shaped-network harness (``fedgc.shaped``), for real: namespaces, veth pairs, ``tbf`` and ``tc qdisc
 change``. A known payload crosses a shaped link in the time its rate says (within 10 %), both ways and
-under a replayed trace; everything the harness made is gone afterwards, also when the body raises.
+under a replayed trace, also through the delaying relay (which adds its delay to the RTT); everything
+the harness made is gone afterwards, also when the body raises.
 Skipped, with the reason, where namespaces or tc cannot be used (not root, no iproute2)."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from fedgc.network.piecewise import PeriodicRate
 from fedgc.shaped import FRAME_OVERHEAD, Star, namespaces_with, unavailable_reason
 from fedgc.shaped.processes import NamespaceProcess
+from fedgc.shaped.relay import RELAY_PORT, read_log, start_relay
 from fedgc.shaped.replay import TraceReplay
 from fedgc.shaped.traffic import CounterSampler
 
@@ -29,6 +31,36 @@ RECEIVE = """import socket, sys, time
 s = socket.create_connection((sys.argv[1], 7000)); t = time.time(); n = 0
 while (b := s.recv(65536)): n += len(b)
 print(n, time.time() - t)"""
+
+
+# In the hub: per line "ping 0" -> "p"; "send N" -> N bytes; "recv N" -> reads N bytes, then "k".
+SERVE = """import socket, threading
+s = socket.create_server(("0.0.0.0", 7001))
+def handle(c):
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1); f = c.makefile("rb")
+    while (line := f.readline()):
+        cmd, n = line.split(); n = int(n)
+        if cmd == b"ping": c.sendall(b"p\\n")
+        elif cmd == b"send": c.sendall(b"x" * n)
+        else:
+            got = 0
+            while got < n: got += len(f.read1(65536))
+            c.sendall(b"k\\n")
+    c.close()
+while True: threading.Thread(target=handle, args=(s.accept()[0],), daemon=True).start()"""
+# In the client namespace, through the relay: median ping RTT, then "send" and "recv" timed from the
+# request written to the last byte read (download) or to the "k" (upload).
+ASK = """import socket, statistics, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+f = s.makefile("rb"); rtts = []
+for _ in range(10):
+    t = time.perf_counter(); s.sendall(b"ping 0\\n"); f.readline(); rtts.append(time.perf_counter() - t)
+down, up = int(sys.argv[2]), int(sys.argv[3])
+t = time.perf_counter(); s.sendall(b"send %d\\n" % down); got = 0
+while got < down: got += len(f.read1(65536))
+d = time.perf_counter() - t
+t = time.perf_counter(); s.sendall(b"recv %d\\n" % up + b"y" * up); f.readline()
+print(statistics.median(rtts), d, time.perf_counter() - t)"""
 
 
 def transfer(star: Star, tmp_path, nbytes: int, direction: str) -> float:
@@ -93,9 +125,40 @@ def test_everything_made_is_removed_also_when_the_body_raises(tmp_path):
         process = NamespaceProcess(star.clients[1].namespace, ["sleep", "600"], tmp_path / "s.log",
                                    dict(os.environ))
         star.processes.append(process)
+        relay = start_relay(star, star.clients[0].namespace, "10.200.0.1:7001", 50.0, tmp_path, dict(os.environ),
+                            "relay")
         assert len(namespaces_with(tag)) == 3
         raise RuntimeError("planted")
     assert namespaces_with(tag) == []
     assert process.process.poll() is not None and process.members() == []
+    assert not relay.running() and relay.members() == []
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
     assert tag not in links
+
+
+def test_the_relay_adds_its_delay_to_the_rtt_and_keeps_the_link_rate(tmp_path):
+    delay_ms, down, up = 50.0, 1_000_000, 500_000  # 1 s at 8 Mbit/s down, 1 s at 4 Mbit/s up
+    with Star([(4.0, 8.0)]) as star:
+        link = star.clients[0]
+        star.processes.append(NamespaceProcess(star.hub, [sys.executable, "-c", SERVE], tmp_path / "serve.log",
+                                               dict(os.environ)))
+        time.sleep(0.5)  # listening
+        relay = start_relay(star, link.namespace, f"{link.hub_address}:7001", delay_ms, tmp_path, dict(os.environ),
+                            "relay")
+        out = subprocess.run(["ip", "netns", "exec", link.namespace, sys.executable, "-c", ASK, str(RELAY_PORT),
+                              str(down), str(up)], capture_output=True, text=True, timeout=60, check=True)
+        rtt, down_s, up_s = map(float, out.stdout.split())
+        print(f"relay {delay_ms} ms each way: RTT {rtt * 1000:.2f} ms, {down} B down {down_s:.3f} s, "
+              f"{up} B up {up_s:.3f} s")
+    assert not relay.running() and relay.members() == []
+    events, lateness = read_log(tmp_path / "relay.events")
+    # The RTT is the veth's (well under 1 ms) plus 2 x the delay plus the relay's own latency.
+    assert 2 * delay_ms / 1000 <= rtt <= 1.1 * 2 * delay_ms / 1000
+    assert lateness["mean"] < 0.005 and lateness["chunks"] > 10
+    # A request for N bytes: one RTT (request up, first byte down) plus the bytes at the link's rate.
+    assert down_s == pytest.approx(down * 8 / 8e6 + rtt, rel=0.10)
+    assert up_s == pytest.approx(up * 8 / 4e6 + rtt, rel=0.10)
+    # The relay logged the client's side of the exchange: every byte it handed over and took in.
+    assert sum(n for _, d, n in events if d == "down") == 10 * len(b"p\n") + down + len(b"k\n")
+    assert sum(n for _, d, n in events if d == "up") == len(b"ping 0\n") * 10 + len(b"send %d\n" % down) \
+        + len(b"recv %d\n" % up) + up

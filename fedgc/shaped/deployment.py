@@ -2,7 +2,10 @@
 ``flower-supernode`` per client namespace (reaching the SuperLink at its hub address over its shaped
 link), ``flwr run`` submitted from the hub. Flower's CLIs are started as processes (no flwr import
 here); every process is registered with the star, so ``Star.close()`` stops them before the namespaces
-go. A ``sleep`` in the hub namespace anchors the byte counters (``traffic.CounterSampler``).
+go. A ``sleep`` in the hub namespace anchors the byte counters (``traffic.CounterSampler``). With
+``delay_ms`` > 0 each SuperNode reaches the SuperLink through a delaying relay in its own namespace
+(``relay``): its RTT grows by 2 × ``delay_ms``; the relay's client-side event log is
+``workdir/relay-I.events`` once the star is closed.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 
 from fedgc.shaped.netns import Star
 from fedgc.shaped.processes import NamespaceProcess
+from fedgc.shaped.relay import RELAY_PORT, start_relay
 
 SUPERLINK_PORT = 9092  # inside the hub namespace, so a fixed port cannot collide
 
@@ -27,9 +31,10 @@ def flower_script(name: str) -> str:
 class ShapedDeployment:
     """Flower processes on ``star``; logs and ``FLWR_HOME`` under ``workdir``."""
 
-    def __init__(self, star: Star, workdir: Path) -> None:
+    def __init__(self, star: Star, workdir: Path, delay_ms: float = 0.0) -> None:
         self.star = star
         self.workdir = workdir
+        self.delay_ms = delay_ms
         workdir.mkdir(parents=True, exist_ok=True)
         self.home = workdir / "flwr-home"
         self.home.mkdir(exist_ok=True)
@@ -68,10 +73,15 @@ class ShapedDeployment:
             time.sleep(0.3)
 
     def start_supernode(self, index: int, node_config: str) -> NamespaceProcess:
-        """An insecure SuperNode in client ``index``'s namespace, reaching the SuperLink over its link."""
+        """An insecure SuperNode in client ``index``'s namespace, reaching the SuperLink over its link
+        (through a relay in that namespace adding ``delay_ms`` each way, when > 0)."""
         link = self.star.clients[index]
+        superlink = f"{link.hub_address}:{SUPERLINK_PORT}"
+        if self.delay_ms > 0:
+            start_relay(self.star, link.namespace, superlink, self.delay_ms, self.workdir, self.env, f"relay-{index}")
+            superlink = f"127.0.0.1:{RELAY_PORT}"
         node = self.start(link.namespace, [
-            flower_script("flower-supernode"), "--insecure", "--superlink", f"{link.hub_address}:{SUPERLINK_PORT}",
+            flower_script("flower-supernode"), "--insecure", "--superlink", superlink,
             "--node-config", node_config, "--host", "127.0.0.1", "--port", "9094"], f"supernode-{index}")
         self.supernodes.append(node)
         return node
