@@ -12,6 +12,15 @@ Each case runs one fedgc scenario twice:
   and the clients' *measured* compute times, each round started at its measured start (so the trace
   is at the same point), with ``protocol: flower`` and ``protocol: ideal``.
 
+One case adds propagation delay: each SuperNode reaches the SuperLink through a relay in its namespace
+that holds every chunk ``rtt_ms``/2 each way (``fedgc.shaped.relay``), and the scenario's ``rtt_ms`` is
+that RTT. There the client's own side is read off the relay's log: the download ends when the last byte
+of its download (the confirm's reply included) reaches the SuperNode, compute is the silence from there
+to the first byte of its reply leaving the SuperNode, the upload runs from there to the last byte at the
+hub. ``round_trips_down``/``round_trips_up`` are the protocol's measured round trips per transfer (the
+time not spent on the bytes at the link's rate, less the model's RTT/2, in RTTs), to set against
+``requests_down``/``requests_up``.
+
 ``max_round_time_error`` is |simulated − measured| / measured over rounds of at least 2 s. The first
 case runs a second time with fedgc's reply collection polling every 3 s (Flower's
 ``Grid.send_and_receive`` step) instead of 0.05 s (``reply_step_3s_run``), from a copy of the app
@@ -44,8 +53,9 @@ from fedgc.network import ClientJob, NetworkConfig, build_network
 from fedgc.network.traces import read_trace
 from fedgc.shaped import Star, unavailable_reason
 from fedgc.shaped.deployment import ShapedDeployment
+from fedgc.shaped.relay import read_log
 from fedgc.shaped.replay import TraceReplay
-from fedgc.shaped.traffic import CounterSampler
+from fedgc.shaped.traffic import CounterSampler, Flow
 
 TRACE = "bus.ljansbakken-oslo-report.2010-09-28_1407CEST.log"  # Norway HSDPA, mean 2.8 Mbit/s
 SPEED = 1000.0  # simulated device speed (samples/s): compute_samples = measured compute s x SPEED
@@ -90,8 +100,9 @@ def measure(case: dict, work: Path, trace_dir: Path, app_dir: Path = REPO) -> di
     """Run the case on a shaped deployment; per round: start, end, and per client the phases."""
     n, net = case["clients"], case["network"]
     rates = [(net.get("up_mbps", 1.0), net.get("down_mbps", 1.0))] * n
+    rtt_s = net.get("rtt_ms", 0.0) / 1000.0
     with Star(rates) as star:
-        deployment = ShapedDeployment(star, work)
+        deployment = ShapedDeployment(star, work, delay_ms=rtt_s * 1000.0 / 2.0)
         replay = None
         if isinstance(net.get("link"), dict) and net["link"]["name"] == "trace":
             curve = read_trace(trace_dir / TRACE, "pensieve")
@@ -116,10 +127,36 @@ def measure(case: dict, work: Path, trace_dir: Path, app_dir: Path = REPO) -> di
         t0 = replay.t0 if replay is not None else 0.0
         (work / "counters.json").write_text(json.dumps({"interfaces": [*devs, "lo"], "t0": t0,
                                                         "samples": sampler.samples}))
-    return from_counters(sampler, rows, devs, n, t0)
+    # The relays write their logs when Star.close() stops them, so they are read after the star.
+    relays = [read_log(work / f"relay-{i}.events") for i in range(n)] if rtt_s > 0 else None
+    measured = from_counters(sampler, rows, devs, n, t0, relays, rtt_s)
+    if relays is not None:
+        measured["relay_lateness_s"] = {k: max(r[1][k] for r in relays) for k in ("mean", "p99", "max")}
+    (work / "phases.json").write_text(json.dumps(measured))
+    return measured
 
 
-def from_counters(sampler: CounterSampler, rows: list[dict], devs: list[str], n: int, t0: float) -> dict:
+def event_flows(events: list[tuple[float, str, int]], direction: str, gap_s: float, min_bytes: int) -> list[Flow]:
+    """Flows of one direction of a relay's log: chunks no more than ``gap_s`` apart, first to last chunk."""
+    flows: list[Flow] = []
+    start = end = None
+    total = 0
+    for t, d, nbytes in events:
+        if d != direction:
+            continue
+        if start is not None and t - end > gap_s:
+            flows.append(Flow(start, end, total))
+            start = None
+        if start is None:
+            start, total = t, 0
+        end, total = t, total + nbytes
+    if start is not None:
+        flows.append(Flow(start, end, total))
+    return [f for f in flows if f.nbytes >= min_bytes]
+
+
+def from_counters(sampler: CounterSampler, rows: list[dict], devs: list[str], n: int, t0: float,
+                  relays: list | None = None, rtt_s: float = 0.0) -> dict:
     """The phases from the sampled counters. An upload may pause (the SuperNode pushes each reply object
     once its ClientApp has stored it, waiting 0.5 s for one that is not there yet), so an upload flow
     spans pauses of up to ``UPLOAD_GAP_S``; compute (seconds of silence) separates it from the download.
@@ -127,10 +164,16 @@ def from_counters(sampler: CounterSampler, rows: list[dict], devs: list[str], n:
     downs = {i: sampler.flows(devs[i], "tx", min_bytes=500_000) for i in range(n)}
     ups = {i: sampler.flows(devs[i], "rx", gap_s=UPLOAD_GAP_S, min_bytes=500_000) for i in range(n)}
     pushes = sampler.flows("lo", "tx", gap_s=0.05, min_bytes=500_000)
-    return phases(rows, downs, ups, pushes, n, t0)
+    client_side = None
+    if relays is not None:
+        # At the client, a download's requests are up to an RTT apart (each object pull waits for its
+        # reply), so its flow spans gaps of 0.3 s + RTT; its reply's flow may pause as on the hub side.
+        client_side = ({i: event_flows(relays[i][0], "down", 0.3 + rtt_s, 500_000) for i in range(n)},
+                       {i: event_flows(relays[i][0], "up", UPLOAD_GAP_S, 500_000) for i in range(n)})
+    return phases(rows, downs, ups, pushes, n, t0, client_side)
 
 
-def phases(rows, downs, ups, pushes, n, t0) -> dict:
+def phases(rows, downs, ups, pushes, n, t0, client_side=None) -> dict:
     """Per round and client, from the counters (wall clock) and fedgc's round rows. The round starts when
     the ServerApp pushes its messages to the SuperLink: the last big burst on the hub's loopback before
     the round's first download flow (the later bursts there are the replies it pulls). Its end is
@@ -140,9 +183,15 @@ def phases(rows, downs, ups, pushes, n, t0) -> dict:
     up_min = 0.5 * min(min(r["client_upload_bytes"]) for r in rows)
     downs = {i: [f for f in flows if f.nbytes >= down_min] for i, flows in downs.items()}
     ups = {i: [f for f in flows if f.nbytes >= up_min] for i, flows in ups.items()}
-    if any(len(ups[i]) != len(rows) or len(downs[i]) != len(rows) for i in range(n)):
-        raise RuntimeError(f"expected {len(rows)} transfers each way per client, counted "
-                           f"{[len(downs[i]) for i in range(n)]} down, {[len(ups[i]) for i in range(n)]} up")
+    if client_side is None:  # no delay: the client sees the transfers when the hub does
+        client_downs, client_ups = downs, ups
+    else:
+        client_downs = {i: [f for f in flows if f.nbytes >= down_min] for i, flows in client_side[0].items()}
+        client_ups = {i: [f for f in flows if f.nbytes >= up_min] for i, flows in client_side[1].items()}
+    for where, dn, up in (("hub", downs, ups), ("client", client_downs, client_ups)):
+        if any(len(up[i]) != len(rows) or len(dn[i]) != len(rows) for i in range(n)):
+            raise RuntimeError(f"expected {len(rows)} transfers each way per client, counted at the {where} "
+                               f"{[len(dn[i]) for i in range(n)]} down, {[len(up[i]) for i in range(n)]} up")
     rounds = []
     for k, row in enumerate(rows):
         if row["applied_nodes"] != list(range(1, n + 1)):
@@ -155,8 +204,9 @@ def phases(rows, downs, ups, pushes, n, t0) -> dict:
         clients = []
         for i in range(n):
             d, u = downs[i][k], ups[i][k]
-            clients.append({"node": i + 1, "pickup_s": d.start - push, "download_s": d.end - push,
-                            "compute_s": u.start - d.end, "upload_s": u.end - u.start,
+            got, sent = client_downs[i][k].end, client_ups[i][k].start  # at the SuperNode
+            clients.append({"node": i + 1, "pickup_s": d.start - push, "download_s": got - push,
+                            "compute_s": sent - got, "upload_s": u.end - sent, "down_flow_s": got - d.start,
                             "last_byte_s": u.end - push, "down_bytes": round(row["bytes_down"] / n),
                             "up_bytes": row["client_upload_bytes"][i],
                             "down_frame_bytes": d.nbytes, "up_frame_bytes": u.nbytes})
@@ -184,6 +234,28 @@ def simulate(network: dict, measured: dict, protocol: str, n: int, reply_poll_s:
     return out
 
 
+def round_trips(network: dict, measured: dict) -> dict:
+    """The protocol's round trips per transfer on a constant link with an RTT: a download's time from the
+    request that picked it up reaching the hub to its last byte at the SuperNode, an upload's from its
+    first byte leaving the SuperNode to its last at the hub, less the bytes at the link's rate, in RTTs,
+    less the RTT/2 the model's link charges: what ``requests_down``/``requests_up`` stand for."""
+    rtt = network["rtt_ms"] / 1000.0
+    down, up = [], []
+    for rnd in measured["rounds"][1:]:  # round 1's download also fetches the run and the app bundle
+        for c in rnd["clients"]:
+            down.append((c["down_flow_s"] - c["down_bytes"] * 8 / (network["down_mbps"] * 1e6)) / rtt - 0.5)
+    for rnd in measured["rounds"]:
+        for c in rnd["clients"]:
+            up.append((c["upload_s"] - c["up_bytes"] * 8 / (network["up_mbps"] * 1e6)) / rtt - 0.5)
+    return {"round_trips_down": [round(x, 2) for x in down], "round_trips_up": [round(x, 2) for x in up]}
+
+
+def chosen_requests() -> tuple[int, int]:
+    """The model's default request round trips (``protocol: flower``)."""
+    config = NetworkConfig(protocol={"name": "flower"})
+    return config.protocol.requests_down, config.protocol.requests_up
+
+
 def errors(measured: dict, simulated: list[dict]) -> list[float]:
     return [abs(s["round_s"] - m["round_s"]) / m["round_s"]
             for m, s in zip(measured["rounds"], simulated) if m["round_s"] >= MIN_ROUND_S]
@@ -208,6 +280,8 @@ def main(argv=None) -> int:
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--case", help="run only the cases whose name contains this (and no 3-s step run "
+                        "unless the first case is among them)")
     parser.add_argument("--no-step-run", action="store_true",
                         help="skip the run of the first case with replies collected every 3 s")
     parser.add_argument("--workdir", help="keep the runs' logs and outputs here (default: a temporary folder)")
@@ -228,8 +302,14 @@ def main(argv=None) -> int:
         raise SystemExit(f"trace {trace_dir / TRACE}: no such file (set --trace-dir)")
     cases = {"constant 4 down / 2 up Mbit/s": {"up_mbps": 2.0, "down_mbps": 4.0, "rtt_ms": 0.0},
              "constant 8 down / 4 up Mbit/s": {"up_mbps": 4.0, "down_mbps": 8.0, "rtt_ms": 0.0},
-             "trace (Norway HSDPA bus, both ways)": trace_network(trace_dir)}
+             "trace (Norway HSDPA bus, both ways)": trace_network(trace_dir),
+             # the shaped links' RTT (< 1 ms) plus a relay's 2 x 100 ms
+             "constant 8 down / 4 up Mbit/s, RTT 200 ms": {"up_mbps": 4.0, "down_mbps": 8.0, "rtt_ms": 200.0}}
     rounds = args.rounds
+    if args.case:
+        cases = {name: net for name, net in cases.items() if args.case in name}
+        if not cases:
+            raise SystemExit(f"--case {args.case!r}: no case's name contains it")
     if args.quick:
         cases, rounds = dict(list(cases.items())[:1]), 2
     result = {"clients": args.clients, "rounds": rounds, "cases": {}}
@@ -253,8 +333,18 @@ def main(argv=None) -> int:
                 "max_round_time_error_flower": round(max(ef, default=0.0), 4),
                 "max_round_time_error_ideal": round(max(ei, default=0.0), 4),
                 "wall_s": round(time.perf_counter() - started, 1)}
-        if not args.no_step_run:  # the first case again, replies collected every 3 s
-            name, network = next(iter(cases.items()))
+            if network.get("rtt_ms", 0.0) > 0:
+                trips = round_trips(network, measured)
+                print(f"\n{name}: protocol round trips per transfer (model: requests_down "
+                      f"{chosen_requests()[0]}, requests_up {chosen_requests()[1]}): {trips}; relay lateness "
+                      f"{measured['relay_lateness_s']}", flush=True)
+                result["cases"][name].update({
+                    "rtt_ms": network["rtt_ms"], "relay_lateness_ms_max": round(1000 * measured["relay_lateness_s"]["max"], 2),
+                    "round_trips_down_mean": round(float(np.mean(trips["round_trips_down"])), 2),
+                    "round_trips_up_mean": round(float(np.mean(trips["round_trips_up"])), 2)})
+        if not args.no_step_run and "constant 4 down / 2 up Mbit/s" in cases:  # the first case again, replies collected every 3 s
+            name = "constant 4 down / 2 up Mbit/s"
+            network = cases[name]
             case = {"clients": args.clients, "rounds": rounds, "network": network}
             app = app_with_reply_step(FLOWER_STEP_S, Path(tmp) / "app-step-3s")
             stepped = measure(case, Path(tmp) / "case-step-3s", trace_dir, app)
