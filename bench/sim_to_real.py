@@ -53,9 +53,9 @@ from fedgc.network import ClientJob, NetworkConfig, build_network
 from fedgc.network.traces import read_trace
 from fedgc.shaped import Star, unavailable_reason
 from fedgc.shaped.deployment import ShapedDeployment
-from fedgc.shaped.relay import read_log
+from fedgc.shaped.relay import event_flows, read_log
 from fedgc.shaped.replay import TraceReplay
-from fedgc.shaped.traffic import CounterSampler, Flow
+from fedgc.shaped.traffic import CounterSampler
 
 TRACE = "bus.ljansbakken-oslo-report.2010-09-28_1407CEST.log"  # Norway HSDPA, mean 2.8 Mbit/s
 SPEED = 1000.0  # simulated device speed (samples/s): compute_samples = measured compute s x SPEED
@@ -134,25 +134,6 @@ def measure(case: dict, work: Path, trace_dir: Path, app_dir: Path = REPO) -> di
         measured["relay_lateness_s"] = {k: max(r[1][k] for r in relays) for k in ("mean", "p99", "max")}
     (work / "phases.json").write_text(json.dumps(measured))
     return measured
-
-
-def event_flows(events: list[tuple[float, str, int]], direction: str, gap_s: float, min_bytes: int) -> list[Flow]:
-    """Flows of one direction of a relay's log: chunks no more than ``gap_s`` apart, first to last chunk."""
-    flows: list[Flow] = []
-    start = end = None
-    total = 0
-    for t, d, nbytes in events:
-        if d != direction:
-            continue
-        if start is not None and t - end > gap_s:
-            flows.append(Flow(start, end, total))
-            start = None
-        if start is None:
-            start, total = t, 0
-        end, total = t, total + nbytes
-    if start is not None:
-        flows.append(Flow(start, end, total))
-    return [f for f in flows if f.nbytes >= min_bytes]
 
 
 def from_counters(sampler: CounterSampler, rows: list[dict], devs: list[str], n: int, t0: float,

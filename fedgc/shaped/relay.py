@@ -161,6 +161,27 @@ def read_log(path: Path) -> tuple[list[tuple[float, str, int]], dict[str, float]
     return events, summary
 
 
+def event_flows(events: list[tuple[float, str, int]], direction: str, gap_s: float, min_bytes: int) -> list:
+    """Flows of one direction of a relay's log: chunks no more than ``gap_s`` apart, first to last chunk."""
+    from fedgc.shaped.traffic import Flow  # here: the relay itself runs without fedgc
+
+    flows: list[Flow] = []
+    start = end = None
+    total = 0
+    for t, d, nbytes in events:
+        if d != direction:
+            continue
+        if start is not None and t - end > gap_s:
+            flows.append(Flow(start, end, total))
+            start = None
+        if start is None:
+            start, total = t, 0
+        end, total = t, total + nbytes
+    if start is not None:
+        flows.append(Flow(start, end, total))
+    return [f for f in flows if f.nbytes >= min_bytes]
+
+
 def start_relay(star, namespace: str, target: str, delay_ms: float, workdir: Path, env: dict[str, str],
                 name: str, timeout_s: float = 15.0):
     """A relay process in ``namespace`` on ``127.0.0.1:RELAY_PORT`` → ``target`` (``HOST:PORT``),
