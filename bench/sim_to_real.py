@@ -22,9 +22,10 @@ time not spent on the bytes at the link's rate, less the model's RTT/2, in RTTs)
 ``requests_down``/``requests_up``.
 
 ``max_round_time_error`` is |simulated − measured| / measured over rounds of at least 2 s. The first
-case runs a second time with fedgc's reply collection polling every 3 s (Flower's
-``Grid.send_and_receive`` step) instead of 0.05 s (``reply_step_3s_run``), from a copy of the app
-changed in that one constant; the model predicts it with ``reply_poll_s: 3``.
+case runs a second time collecting replies the way Flower's own grid does (``flower_collection_run``):
+from a copy of the app whose loop polls every 3 s (``Grid.send_and_receive``'s step) and pulls each
+reply with Flower's object backoff (no ``fedgc.flower.superlink_grid``); the model predicts it with
+``reply_poll_s: 3, pull_backoff_s: 1, pull_backoff_cap_s: 10``.
 
 Needs root and ``ip netns`` (skips with one line otherwise). Prints one JSON object on its last line.
 ``--quick``: one constant case, 2 rounds.
@@ -43,25 +44,21 @@ from pathlib import Path
 
 import numpy as np
 import simpy
-import tomli_w
-import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from fedgc.network import ClientJob, NetworkConfig, build_network
 from fedgc.network.traces import read_trace
-from fedgc.shaped import Star, unavailable_reason
-from fedgc.shaped.deployment import ShapedDeployment
-from fedgc.shaped.relay import event_flows, read_log
-from fedgc.shaped.replay import TraceReplay
-from fedgc.shaped.traffic import CounterSampler
+from fedgc.shaped import unavailable_reason
+from fedgc.shaped.phases import measure, read_phases, round_trips
 
 TRACE = "bus.ljansbakken-oslo-report.2010-09-28_1407CEST.log"  # Norway HSDPA, mean 2.8 Mbit/s
 SPEED = 1000.0  # simulated device speed (samples/s): compute_samples = measured compute s x SPEED
 FLOWER_STEP_S = 3.0  # Flower's send_and_receive reply poll (flwr/superlink/grid/http_grid.py)
+# How Flower's own grid collects replies, in the model's terms (flwr/supercore/constant.py)
+FLOWER_COLLECTION = {"reply_poll_s": FLOWER_STEP_S, "pull_backoff_s": 1.0, "pull_backoff_cap_s": 10.0}
 MIN_ROUND_S = 2.0
-UPLOAD_GAP_S = 1.5
 
 
 def scenario(clients: int, rounds: int, network: dict) -> dict:
@@ -79,127 +76,42 @@ def trace_network(trace_dir: Path) -> dict:
             "trace_dir": str(trace_dir), "rtt_ms": 0.0}
 
 
-def app_with_reply_step(step_s: float, dest: Path) -> Path:
-    """A copy of this repository's Flower app (pyproject.toml, README.md, fedgc/) whose reply collection
-    polls every ``step_s`` instead of ``POLL_INTERVAL_S``: what the ServerApp (run from the installed
-    bundle) does with Flower's 3-s step. The repository itself is not changed."""
+def app_with_flower_collection(dest: Path) -> Path:
+    """A copy of this repository's Flower app (pyproject.toml, README.md, fedgc/) that collects replies
+    as a ServerApp on Flower's own grid does: polling every 3 s (``send_and_receive``) instead of
+    ``POLL_INTERVAL_S``, and pulling each reply's objects with Flower's backoff (the grid is not
+    wrapped in ``superlink_grid.collecting``). The repository itself is not changed."""
     dest.mkdir(parents=True)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, dest / name)
     shutil.copytree(REPO / "fedgc", dest / "fedgc", ignore=shutil.ignore_patterns("__pycache__"))
-    grid = dest / "fedgc" / "flower" / "partition_grid.py"
-    text = grid.read_text()
-    line = next((x for x in text.splitlines() if x.startswith("POLL_INTERVAL_S = ")), None)
-    if line is None:
-        raise RuntimeError(f"{grid}: no POLL_INTERVAL_S line to change")
-    grid.write_text(text.replace(line, f"POLL_INTERVAL_S = {step_s!r}", 1))
+    edits = {dest / "fedgc" / "flower" / "partition_grid.py": ("POLL_INTERVAL_S = ", f"POLL_INTERVAL_S = {FLOWER_STEP_S!r}"),
+             dest / "fedgc" / "flower" / "superlink_grid.py": ("    return SuperLinkGrid(grid)", "    return grid")}
+    for path, (start, new) in edits.items():
+        text = path.read_text()
+        line = next((x for x in text.splitlines() if x.startswith(start)), None)
+        if line is None:
+            raise RuntimeError(f"{path}: no line starting {start!r} to change")
+        path.write_text(text.replace(line, new, 1))
     return dest
 
 
-def measure(case: dict, work: Path, trace_dir: Path, app_dir: Path = REPO) -> dict:
-    """Run the case on a shaped deployment; per round: start, end, and per client the phases."""
-    n, net = case["clients"], case["network"]
-    rates = [(net.get("up_mbps", 1.0), net.get("down_mbps", 1.0))] * n
-    rtt_s = net.get("rtt_ms", 0.0) / 1000.0
-    with Star(rates) as star:
-        deployment = ShapedDeployment(star, work, delay_ms=rtt_s * 1000.0 / 2.0)
-        replay = None
-        if isinstance(net.get("link"), dict) and net["link"]["name"] == "trace":
-            curve = read_trace(trace_dir / TRACE, "pensieve")
-            replay = TraceReplay(star, [(curve, curve)] * n)
-        deployment.start_superlink()
-        for i in range(n):
-            deployment.start_supernode(i, f"partition-id={i} num-partitions={n}")
-        out = work / "out"
-        run_config = work / "run-config.toml"
-        run_config.write_text(tomli_w.dumps({"scenario-yaml": yaml.safe_dump(scenario(n, case["rounds"], net)),
-                                             "out-dir": str(out), "quiet": True, "node-wait-s": 180.0}))
-        devs = [c.hub_dev for c in star.clients]
-        if replay is not None:
-            replay.start()
-        with CounterSampler(deployment.anchor.pid, [*devs, "lo"]) as sampler:
-            code = deployment.flwr_run(app_dir, run_config, timeout_s=600)
-        if replay is not None:
-            replay.stop()
-        if code != 0 or not (out / "metrics.jsonl").exists():
-            raise RuntimeError(f"flwr run failed ({code}): {(work / 'flwr-run.log').read_text()[-2000:]}")
-        rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-        t0 = replay.t0 if replay is not None else 0.0
-        (work / "counters.json").write_text(json.dumps({"interfaces": [*devs, "lo"], "t0": t0,
-                                                        "samples": sampler.samples}))
-    # The relays write their logs when Star.close() stops them, so they are read after the star.
-    relays = [read_log(work / f"relay-{i}.events") for i in range(n)] if rtt_s > 0 else None
-    measured = from_counters(sampler, rows, devs, n, t0, relays, rtt_s)
-    if relays is not None:
-        measured["relay_lateness_s"] = {k: max(r[1][k] for r in relays) for k in ("mean", "p99", "max")}
-    (work / "phases.json").write_text(json.dumps(measured))
-    return measured
+def measure_case(case: dict, work: Path, trace_dir: Path, app_dir: Path = REPO, reread: bool = False) -> dict:
+    net, n = case["network"], case["clients"]
+    if reread:  # a kept run, read again
+        return read_phases(work, n, net.get("rtt_ms", 0.0))
+    trace = None
+    if isinstance(net.get("link"), dict) and net["link"]["name"] == "trace":
+        trace = read_trace(trace_dir / TRACE, "pensieve")
+    return measure(scenario(n, case["rounds"], net), work, app_dir, rtt_ms=net.get("rtt_ms", 0.0), trace=trace,
+                   rates=[(net.get("up_mbps", 1.0), net.get("down_mbps", 1.0))] * n)
 
 
-def from_counters(sampler: CounterSampler, rows: list[dict], devs: list[str], n: int, t0: float,
-                  relays: list | None = None, rtt_s: float = 0.0) -> dict:
-    """The phases from the sampled counters. An upload may pause (the SuperNode pushes each reply object
-    once its ClientApp has stored it, waiting 0.5 s for one that is not there yet), so an upload flow
-    spans pauses of up to ``UPLOAD_GAP_S``; compute (seconds of silence) separates it from the download.
-    A download flow ends at a 0.3-s pause: the SuperNode's 3-s polls before it must not join it."""
-    downs = {i: sampler.flows(devs[i], "tx", min_bytes=500_000) for i in range(n)}
-    ups = {i: sampler.flows(devs[i], "rx", gap_s=UPLOAD_GAP_S, min_bytes=500_000) for i in range(n)}
-    pushes = sampler.flows("lo", "tx", gap_s=0.05, min_bytes=500_000)
-    client_side = None
-    if relays is not None:
-        # At the client, a download's requests are up to an RTT apart (each object pull waits for its
-        # reply), so its flow spans gaps of 0.3 s + RTT; its reply's flow may pause as on the hub side.
-        client_side = ({i: event_flows(relays[i][0], "down", 0.3 + rtt_s, 500_000) for i in range(n)},
-                       {i: event_flows(relays[i][0], "up", UPLOAD_GAP_S, 500_000) for i in range(n)})
-    return phases(rows, downs, ups, pushes, n, t0, client_side)
-
-
-def phases(rows, downs, ups, pushes, n, t0, client_side=None) -> dict:
-    """Per round and client, from the counters (wall clock) and fedgc's round rows. The round starts when
-    the ServerApp pushes its messages to the SuperLink: the last big burst on the hub's loopback before
-    the round's first download flow (the later bursts there are the replies it pulls). Its end is
-    fedgc's own: push + ``round_duration_s``."""
-    # The transfers of the round's messages, not the app bundle or the small protocol messages.
-    down_min = 0.5 * min(r["bytes_down"] / r["selected"] for r in rows)
-    up_min = 0.5 * min(min(r["client_upload_bytes"]) for r in rows)
-    downs = {i: [f for f in flows if f.nbytes >= down_min] for i, flows in downs.items()}
-    ups = {i: [f for f in flows if f.nbytes >= up_min] for i, flows in ups.items()}
-    if client_side is None:  # no delay: the client sees the transfers when the hub does
-        client_downs, client_ups = downs, ups
-    else:
-        client_downs = {i: [f for f in flows if f.nbytes >= down_min] for i, flows in client_side[0].items()}
-        client_ups = {i: [f for f in flows if f.nbytes >= up_min] for i, flows in client_side[1].items()}
-    for where, dn, up in (("hub", downs, ups), ("client", client_downs, client_ups)):
-        if any(len(up[i]) != len(rows) or len(dn[i]) != len(rows) for i in range(n)):
-            raise RuntimeError(f"expected {len(rows)} transfers each way per client, counted at the {where} "
-                               f"{[len(dn[i]) for i in range(n)]} down, {[len(up[i]) for i in range(n)]} up")
-    rounds = []
-    for k, row in enumerate(rows):
-        if row["applied_nodes"] != list(range(1, n + 1)):
-            raise RuntimeError(f"round {row['round']}: applied {row['applied_nodes']}, expected every client")
-        first_download = min(downs[i][k].start for i in range(n))
-        before = [f.start for f in pushes if f.nbytes >= down_min and f.start <= first_download]
-        if not before:
-            raise RuntimeError(f"round {row['round']}: no push seen on the hub's loopback before its downloads")
-        push = before[-1]
-        clients = []
-        for i in range(n):
-            d, u = downs[i][k], ups[i][k]
-            got, sent = client_downs[i][k].end, client_ups[i][k].start  # at the SuperNode
-            clients.append({"node": i + 1, "pickup_s": d.start - push, "download_s": got - push,
-                            "compute_s": sent - got, "upload_s": u.end - sent, "down_flow_s": got - d.start,
-                            "last_byte_s": u.end - push, "down_bytes": round(row["bytes_down"] / n),
-                            "up_bytes": row["client_upload_bytes"][i],
-                            "down_frame_bytes": d.nbytes, "up_frame_bytes": u.nbytes})
-        rounds.append({"round": row["round"], "start_s": push - t0, "round_s": row["round_duration_s"],
-                       "clients": clients})
-    return {"rounds": rounds}
-
-
-def simulate(network: dict, measured: dict, protocol: str, n: int, reply_poll_s: float = 0.05) -> list[dict]:
-    """Each measured round replayed on the network model from its measured start."""
+def simulate(network: dict, measured: dict, protocol: str, n: int, collection: dict | None = None) -> list[dict]:
+    """Each measured round replayed on the network model from its measured start (``collection``:
+    the flower protocol's reply collection keys, when not its defaults)."""
     out = []
-    chosen = {"name": "ideal"} if protocol == "ideal" else {"name": "flower", "reply_poll_s": reply_poll_s}
+    chosen = {"name": "ideal"} if protocol == "ideal" else {"name": "flower", **(collection or {})}
     config = NetworkConfig(**network, protocol=chosen, device={"name": "constant", "samples_per_s": SPEED})
     for rnd in measured["rounds"]:
         net = build_network(simpy.Environment(initial_time=rnd["start_s"]), config, list(range(1, n + 1)),
@@ -213,22 +125,6 @@ def simulate(network: dict, measured: dict, protocol: str, n: int, reply_poll_s:
              "upload_s": net.clients[t.node_id].link.transfer_time(t.computed, job.up_bytes, "up"),
              "held_s": t.uploaded - t.start} for t, job in zip(tl.timings, jobs)]})
     return out
-
-
-def round_trips(network: dict, measured: dict) -> dict:
-    """The protocol's round trips per transfer on a constant link with an RTT: a download's time from the
-    request that picked it up reaching the hub to its last byte at the SuperNode, an upload's from its
-    first byte leaving the SuperNode to its last at the hub, less the bytes at the link's rate, in RTTs,
-    less the RTT/2 the model's link charges: what ``requests_down``/``requests_up`` stand for."""
-    rtt = network["rtt_ms"] / 1000.0
-    down, up = [], []
-    for rnd in measured["rounds"][1:]:  # round 1's download also fetches the run and the app bundle
-        for c in rnd["clients"]:
-            down.append((c["down_flow_s"] - c["down_bytes"] * 8 / (network["down_mbps"] * 1e6)) / rtt - 0.5)
-    for rnd in measured["rounds"]:
-        for c in rnd["clients"]:
-            up.append((c["upload_s"] - c["up_bytes"] * 8 / (network["up_mbps"] * 1e6)) / rtt - 0.5)
-    return {"round_trips_down": [round(x, 2) for x in down], "round_trips_up": [round(x, 2) for x in up]}
 
 
 def chosen_requests() -> tuple[int, int]:
@@ -261,11 +157,12 @@ def main(argv=None) -> int:
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--case", help="run only the cases whose name contains this (and no 3-s step run "
+    parser.add_argument("--case", help="run only the cases whose name contains this (and no Flower-collection run "
                         "unless the first case is among them)")
-    parser.add_argument("--no-step-run", action="store_true",
-                        help="skip the run of the first case with replies collected every 3 s")
+    parser.add_argument("--no-flower-collection", action="store_true",
+                        help="skip the run of the first case with replies collected as Flower's grid does")
     parser.add_argument("--workdir", help="keep the runs' logs and outputs here (default: a temporary folder)")
+    parser.add_argument("--reread", action="store_true", help="run nothing: read the runs kept in --workdir again")
     parser.add_argument("--trace-dir", default=str(REPO.parent / "shared" / "traces" / "pensieve" / "cooked_traces"))
     args = parser.parse_args(argv)
 
@@ -300,7 +197,7 @@ def main(argv=None) -> int:
         for k, (name, network) in enumerate(cases.items()):
             started = time.perf_counter()
             case = {"clients": args.clients, "rounds": rounds, "network": network}
-            measured = measure(case, Path(tmp) / f"case{k}", trace_dir)
+            measured = measure_case(case, Path(tmp) / f"case{k}", trace_dir, reread=args.reread)
             flower = simulate(network, measured, "flower", args.clients)
             ideal = simulate(network, measured, "ideal", args.clients)
             print(table(name, measured, flower, ideal), flush=True)
@@ -326,26 +223,27 @@ def main(argv=None) -> int:
                     "round_trips_down_median": round(float(np.median(trips["round_trips_down"])), 2),
                     "round_trips_up_median": round(float(np.median(trips["round_trips_up"])), 2),
                     "round_trips_up_min": round(min(trips["round_trips_up"]), 2)})
-        if not args.no_step_run and "constant 4 down / 2 up Mbit/s" in cases:  # the first case again, replies collected every 3 s
+        if not args.no_flower_collection and "constant 4 down / 2 up Mbit/s" in cases:  # the first case again, Flower's way
             name = "constant 4 down / 2 up Mbit/s"
             network = cases[name]
             case = {"clients": args.clients, "rounds": rounds, "network": network}
-            app = app_with_reply_step(FLOWER_STEP_S, Path(tmp) / "app-step-3s")
-            stepped = measure(case, Path(tmp) / "case-step-3s", trace_dir, app)
+            app = Path(tmp) / "app-flower-collection"
+            if not args.reread:
+                app_with_flower_collection(app)
+            slow = measure_case(case, Path(tmp) / "case-flower-collection", trace_dir, app, reread=args.reread)
             base = result["cases"][name]["measured"]
-            model = simulate(network, stepped, "flower", args.clients, reply_poll_s=FLOWER_STEP_S)
-            print(table(f"{name}, replies collected every 3 s", stepped, model,
-                        simulate(network, stepped, "ideal", args.clients)), flush=True)
-            fast = [r["round_s"] for r in base]
-            slow = [r["round_s"] for r in stepped["rounds"]]
-            result["reply_step_3s_run"] = {
-                "case": name, "round_s_fedgc_poll": [round(x, 3) for x in fast],
-                "round_s_3s_step": [round(x, 3) for x in slow],
-                "held_after_last_byte_s_fedgc_poll": [round(r["round_s"] - max(c["last_byte_s"] for c in r["clients"]), 3)
-                                                      for r in base],
-                "held_after_last_byte_s_3s_step": [round(r["round_s"] - max(c["last_byte_s"] for c in r["clients"]), 3)
-                                                   for r in stepped["rounds"]],
-                "max_round_time_error_flower_3s": round(max(errors(stepped, model), default=0.0), 4)}
+            model = simulate(network, slow, "flower", args.clients, FLOWER_COLLECTION)
+            print(table(f"{name}, replies collected as Flower's grid does", slow, model,
+                        simulate(network, slow, "ideal", args.clients)), flush=True)
+
+            def held(rounds_):  # the round's close after the last byte of its last upload reached the hub
+                return [round(r["round_s"] - max(c["last_byte_s"] for c in r["clients"]), 3) for r in rounds_]
+
+            result["flower_collection_run"] = {
+                "case": name, "round_s_fedgc": [round(r["round_s"], 3) for r in base],
+                "round_s_flower": [round(r["round_s"], 3) for r in slow["rounds"]],
+                "held_after_last_byte_s_fedgc": held(base), "held_after_last_byte_s_flower": held(slow["rounds"]),
+                "max_round_time_error_flower_collection": round(max(errors(slow, model), default=0.0), 4)}
 
     result.update({
         "max_round_time_error_flower": round(max(all_flower, default=0.0), 4),

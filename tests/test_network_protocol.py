@@ -47,18 +47,34 @@ def test_held_follows_the_reply_poll_and_the_object_pull_backoff():
     assert Protocol(reply_poll_s=3.0).held(0.0, 10.0, 20.5) == pytest.approx(20.5)  # no backoff: pulled as it arrives
 
 
-@pytest.mark.parametrize("step", [0.05, 3.0])
-def test_flower_follows_the_documented_formula(step):
-    ideal, flower = run(), run(protocol="flower", reply_poll_s=step)
+@pytest.mark.parametrize(("step", "backoff"), [(0.05, 0.0), (3.0, 0.0), (0.05, 1.0), (3.0, 1.0)])
+def test_flower_follows_the_documented_formula(step, backoff):
+    ideal, flower = run(), run(protocol="flower", reply_poll_s=step, pull_backoff_s=backoff)
     rtt = 0.04
-    proto = Protocol(reply_poll_s=step, pull_backoff_s=1.0, pull_backoff_cap_s=10.0)
+    proto = Protocol(reply_poll_s=step, pull_backoff_s=backoff, pull_backoff_cap_s=10.0)
     for a, b in zip(ideal.timings, flower.timings):
-        assert b.downloaded == pytest.approx(a.downloaded + 1.5 + 3 * rtt)  # pull_interval_s / 2 + 3 round trips
+        assert b.downloaded == pytest.approx(a.downloaded + 1.5 + 6 * rtt)  # pull_interval_s / 2 + 6 round trips
         assert b.computed - b.downloaded == pytest.approx(a.computed - a.downloaded)
-        arrival = a.uploaded + 1.5 + 3 * rtt + 2 * rtt
+        arrival = a.uploaded + 1.5 + 6 * rtt + 1 * rtt
         assert b.uploaded == pytest.approx(proto.held(5.0, b.computed, arrival))
         assert b.uploaded >= arrival - 1e-9
     assert flower.end == pytest.approx(max(t.uploaded for t in flower.timings))
+
+
+def test_by_default_a_reply_is_held_when_its_last_byte_arrives():
+    """fedgc's server collects a reply as its last object arrives (no Flower pull backoff): with the
+    defaults, the upload's end is the ideal one shifted by the pick-up delay and the round trips."""
+    assert NetworkConfig(protocol="flower").protocol.pull_backoff_s == 0.0
+    ideal, flower = run(), run(protocol="flower")
+    for a, b in zip(ideal.timings, flower.timings):
+        assert b.uploaded == pytest.approx(a.uploaded + 1.5 + 7 * 0.04)
+
+
+def test_a_resolved_file_from_before_keeps_loading():
+    """A flat-form file written when the backoff's default was Flower's 1 s lists it under ideal."""
+    assert NetworkConfig(protocol="ideal", pull_backoff_s=1.0, requests_down=3, requests_up=2).protocol.name == "ideal"
+    with pytest.raises(ValidationError, match="pull_backoff_s: only applies when protocol is flower"):
+        NetworkConfig(protocol="ideal", pull_backoff_s=2.0)
 
 
 def test_flower_parameters_and_a_deadline():
@@ -66,9 +82,9 @@ def test_flower_parameters_and_a_deadline():
              pull_backoff_s=0.0)
     assert [t.uploaded for t in tl.timings] == pytest.approx([t.uploaded for t in run().timings])
     uncapped = run(protocol="flower")
-    assert uncapped.end > 5.0 + 17.9
-    capped = run(protocol="flower", deadline_s=17.9)
-    assert capped.end == pytest.approx(5.0 + 17.9) and capped.count("completed") < 2
+    assert uncapped.end > 5.0 + 17.5
+    capped = run(protocol="flower", deadline_s=17.5)
+    assert capped.end == pytest.approx(5.0 + 17.5) and capped.count("completed") < 2
 
 
 def test_flower_with_a_shared_server_link():

@@ -4,7 +4,8 @@ on Flower's runtimes, the simulation runtime and real SuperNodes alike.
 The nodes are first asked which data partition they hold (``fedgc.flower.partition_grid``), so node
 ids, selection and metrics match the inline engine's. The runtime decides the exchange: Flower's
 simulation runtime (an ``InMemoryGrid``) has virtual nodes, replayed on the simulated network; any
-other grid reaches real SuperNodes, whose traffic and times are measured.
+other grid reaches real SuperNodes, whose traffic and times are measured, and whose replies are
+collected as each completes (``fedgc.flower.superlink_grid``), not on Flower's pull backoff.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from fedgc.flower.checkpoint import CHECKPOINT
 from fedgc.flower.loop import run_rounds
 from fedgc.flower.partition_grid import PartitionGrid
 from fedgc.flower.setup import NODE_WAIT_S, OUT_DIR, QUIET, scenario_from_run_config
+from fedgc.flower.superlink_grid import collecting
 
 app = ServerApp()
 
@@ -29,7 +31,7 @@ def main(grid: Grid, context: Context) -> None:
     out = context.run_config.get(OUT_DIR)
     out_dir = Path(str(out)) if out else None
     wait_s = float(context.run_config.get(NODE_WAIT_S, 120.0))
-    partitioned = PartitionGrid.census(grid, expected=scenario.data.num_clients, wait_s=wait_s)
+    partitioned = PartitionGrid.census(collecting(grid), expected=scenario.data.num_clients, wait_s=wait_s)
     # A run folder is new or empty when a run starts (fedgc.run_folder), so a checkpoint in it means
     # `--resume`: the engine checked it against the scenario before starting the runtime.
     resume = out_dir is not None and (out_dir / CHECKPOINT).is_file()

@@ -39,9 +39,15 @@ FLAT_KEYS: dict[str, tuple[str, tuple[str, ...], str]] = {
 }
 
 
-def _default(section: str, kinds: tuple[str, ...], field: str) -> Any:
+# Defaults a key held before it was changed: a resolved file written then lists them.
+FORMER_DEFAULTS: dict[str, tuple[Any, ...]] = {"pull_backoff_s": (1.0,), "requests_down": (3,), "requests_up": (2,)}
+
+
+def _unset(key: str, value: Any, section: str, kinds: tuple[str, ...], field: str) -> bool:
+    """True when ``value`` says nothing: empty, the key's default, or a default it once had."""
     info = SECTIONS[section][0][kinds[0]].model_fields[field]
-    return None if info.is_required() else info.default
+    default = None if info.is_required() else info.default
+    return value is None or value == [] or value == default or value in FORMER_DEFAULTS.get(key, ())
 
 
 def _device_kind(flat: dict[str, Any]) -> str:
@@ -74,7 +80,7 @@ def fold(network: dict[str, Any]) -> dict[str, Any]:
             continue  # not a mapping: the schema names the error
         kind = target.get("name")
         if kind not in kinds:
-            if value is None or value == [] or value == _default(section, kinds, field):
+            if _unset(key, value, section, kinds, field):
                 continue  # an unset key, as a resolved file lists it
             wanted = " or ".join(kinds)
             raise ValueError(f"network.{key}: only applies when {section} is {wanted} "

@@ -11,19 +11,24 @@ the moment the last kept update arrives; nothing is added to the links' times.
   message. The model charges the expectation, ``pull_interval_s / 2``, to every download (the real
   delay depends on where each client's 3-s cycle happens to be; see docs/sim-to-real.md).
 * **Request round trips.** A message travels as a tree of content-addressed objects, each pulled or
-  pushed with its own HTTP request, around a few message-level requests (pull, confirm; send). The
-  model charges ``requests_down`` round trips of the client's link RTT to every download and
-  ``requests_up`` to every upload (the objects are fetched concurrently, so a batch costs about one
-  round trip, not one per object).
+  pushed with its own HTTP request (at most two at a time), around a few message-level requests (pull,
+  confirm; send). The model charges ``requests_down`` round trips of the client's link RTT to every
+  download and ``requests_up`` to every upload. The defaults are what the shaped deployment measured
+  with a 200 ms RTT for fedgc's train messages (about 17 objects: 5.8–6.1 round trips per download,
+  the small objects being pulled two at a time after the large ones; 0.9–1.1 per upload, the send,
+  with the objects streaming behind it; docs/sim-to-real.md).
+  A model with many more arrays has more objects and more round trips.
 * **Reply collection.** The server pulls replies every ``reply_poll_s`` (0.05 s in fedgc's own loop,
   ``fedgc.flower.partition_grid.POLL_INTERVAL_S``; 3 s in Flower's ``Grid.send_and_receive`` over HTTP,
   ``flwr/superlink/grid/http_grid.py``). A reply message is listed as soon as the client has sent its
-  header, i.e. when its upload *starts*; the server then pulls the reply's objects, retrying a missing
-  one with exponential backoff (``pull_objects`` in ``flwr/supercore/inflatable/inflatable_utils.py``:
-  first retry after ``pull_backoff_s`` = 1 s, doubling, at most ``pull_backoff_cap_s`` = 10 s apart).
-  So the server holds a reply at the first retry at or after its last byte arrived: tries at 0, 1, 3,
-  7, 15, 25, 35 … s after the poll that listed it. ``uploaded`` is that moment, and the round closes
-  at the last kept one (a deadline still caps it).
+  header, i.e. when its upload *starts*. fedgc's server then takes each reply as its last object
+  arrives (``fedgc.flower.superlink_grid``): ``pull_backoff_s`` 0, the default. A ServerApp on Flower's
+  own grid pulls the reply's objects with exponential backoff instead (``pull_objects`` in
+  ``flwr/supercore/inflatable/inflatable_utils.py``: first retry after 1 s, doubling, at most 10 s
+  apart; set ``pull_backoff_s: 1``, ``pull_backoff_cap_s: 10``), so it holds a reply at the first retry
+  at or after its last byte: tries at 0, 1, 3, 7, 15, 25, 35 … s after the poll that listed it.
+  ``uploaded`` is the moment the server holds the reply, and the round closes at the last kept one (a
+  deadline still caps it).
 """
 
 from __future__ import annotations

@@ -62,21 +62,26 @@ class CounterSampler:
         self._stop.set()
         self._thread.join(timeout=5)
 
-    def flows(self, interface: str, direction: str, *, gap_s: float = 0.3, min_bytes: int = 1) -> list[Flow]:
-        """Flows on ``interface`` (``"rx"`` or ``"tx"``) of at least ``min_bytes``, in time order."""
+    def flows(self, interface: str, direction: str, *, gap_s: float = 0.3, min_bytes: int = 1,
+              tail_bytes: int = 0, min_step: int = 1) -> list[Flow]:
+        """Flows on ``interface`` (``"rx"`` or ``"tx"``) of at least ``min_bytes``, in time order. A flow
+        ends when its counter came within ``tail_bytes`` of its total: a protocol poll that follows a
+        transfer within ``gap_s`` joins its flow without moving its end. Growth of less than
+        ``min_step`` bytes between two samples (the ACKs of a transfer the other way, a poll) is not
+        activity: it neither starts a flow nor keeps one going, though a flow counts its bytes."""
         column = {"rx": 0, "tx": 1}[direction]
-        flows: list[Flow] = []
-        start = last_t = prev_t = None
-        begin_bytes = last_bytes = prev = 0
+        runs: list[tuple[float, int, list[tuple[float, int]]]] = []  # (start, bytes before, growth samples)
+        prev_t, prev = None, 0
         for t, counters in self.samples:
             value = counters[interface][column]
-            if prev_t is not None and value > prev:
-                if start is None or t - last_t > gap_s:
-                    if start is not None:
-                        flows.append(Flow(start, last_t, last_bytes - begin_bytes))
-                    start, begin_bytes = prev_t, prev
-                last_t, last_bytes = t, value
+            if prev_t is not None and value - prev >= min_step:
+                if not runs or t - runs[-1][2][-1][0] > gap_s:
+                    runs.append((prev_t, prev, []))
+                runs[-1][2].append((t, value))
             prev, prev_t = value, t
-        if start is not None:
-            flows.append(Flow(start, last_t, last_bytes - begin_bytes))
+        flows = []
+        for start, before, grown in runs:
+            total = grown[-1][1]
+            end = next(t for t, value in grown if value >= total - tail_bytes)
+            flows.append(Flow(start, end, total - before))
         return [f for f in flows if f.nbytes >= min_bytes]
