@@ -10,7 +10,7 @@ import torch
 from fedgc.compress import make_compressor
 from fedgc.compress.base import CompressionContext, decompress
 from fedgc.compress.config import CompressionConfig
-from fedgc.compress.dgc import DGC, sampled_topk_indices
+from fedgc.compress.dgc import DGC, sampled_topk_indices, sampling_generator
 from fedgc.compress.dgc_memory import DGCMemory
 from fedgc.compress.update import build_compression, compress_update
 from fedgc.compress.warmup import warmup_density
@@ -159,6 +159,36 @@ def test_indices_sorted_int64_and_deterministic():
     assert torch.equal(runs[0], runs[1])
     assert runs[0].dtype == torch.int64
     assert bool((runs[0][1:] > runs[0][:-1]).all())
+
+
+@pytest.mark.parametrize("case", ["normal", "lowered", "mostly-zero", "fp16"])
+def test_the_device_threshold_selects_what_the_host_threshold_selects(case):
+    """The GPU's way (the threshold kept as a device tensor, never read back) picks the same entries
+    in the same number of passes as the CPU's (a Python float), run here on the CPU."""
+    gen = torch.Generator().manual_seed(11)
+    x = torch.randn(400_000, generator=gen)
+    if case == "mostly-zero":  # fewer nonzero entries than k: a threshold of 0 means "nonzero"
+        x = torch.where(torch.rand(x.shape, generator=gen) < 0.001, x, torch.zeros(()))
+    if case == "fp16":
+        x = x.half()
+    seed = 11 if case == "lowered" else 3  # with seed 11 the sample's threshold is too high: one lowering
+    host = sampled_topk_indices(x, 2_000, 0.01, torch.Generator().manual_seed(seed))
+    device = sampled_topk_indices(x, 2_000, 0.01, torch.Generator().manual_seed(seed), device_threshold=True)
+    assert torch.equal(host[0], device[0]) and host[1] == device[1]
+    assert device[1] == (2 if case == "lowered" else 1)
+    if case == "mostly-zero":
+        assert torch.equal(device[0], x.nonzero().view(-1))
+
+
+def test_the_sample_is_drawn_where_the_tensor_is():
+    """On the tensor's device the client's own generator draws the positions (the CPU's stream is
+    today's); elsewhere a generator on that device, seeded by one draw of the client's."""
+    own = torch.Generator().manual_seed(5)
+    assert sampling_generator(own, torch.device("cpu")) is own
+    if torch.cuda.is_available():
+        before = own.get_state()
+        there = sampling_generator(own, torch.device("cuda", 0))
+        assert there.device.type == "cuda" and not torch.equal(own.get_state(), before)
 
 
 def test_zeros_are_never_sent():

@@ -30,16 +30,26 @@ MAX_LOWERINGS = 10  # bound on the extra passes; afterwards the candidates found
 # ceiling, so it is reused instead of page-faulted in afresh as a full-size |x| would be; few slices
 # keep the number of thread barriers low on a loaded machine.
 CHUNK = 1 << 22
+# The smallest positive value of each dtype (a subnormal): ``|x| >=`` it is ``x != 0``.
+_SMALLEST = {dtype: float(torch.nextafter(torch.tensor(0.0, dtype=dtype), torch.tensor(1.0, dtype=dtype)))
+             for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
 
 
-def indices_at_or_above(flat: torch.Tensor, threshold: float) -> torch.Tensor:
+def indices_at_or_above(flat: torch.Tensor, threshold: float | torch.Tensor) -> torch.Tensor:
     """Sorted int64 indices of the entries with ``|x| >= threshold`` (``x != 0`` when it is 0).
 
     One pass over ``flat`` filling a single boolean mask slice by slice (on CPU no full-size |x| is
-    materialized), then one ``nonzero`` over the mask.
+    materialized), then one ``nonzero`` over the mask. A tensor ``threshold`` (0-d, on ``flat``'s
+    device) is never read back to the host: the "0 means nonzero" rule becomes ``|x| >=`` the smallest
+    positive float, which is the same set.
     """
     step = flat.numel() if flat.is_cuda else CHUNK  # slicing only pays off for CPU memory
     mask = torch.empty(flat.numel(), dtype=torch.bool, device=flat.device)
+    if isinstance(threshold, torch.Tensor):
+        bound = threshold.to(flat.dtype).clamp_min(_SMALLEST[flat.dtype])
+        for chunk, chunk_mask in zip(flat.split(step), mask.split(step)):
+            torch.ge(chunk.abs(), bound, out=chunk_mask)
+        return mask.nonzero().view(-1)
     for chunk, chunk_mask in zip(flat.split(step), mask.split(step)):
         if threshold > 0:
             torch.ge(chunk.abs(), threshold, out=chunk_mask)
@@ -48,8 +58,18 @@ def indices_at_or_above(flat: torch.Tensor, threshold: float) -> torch.Tensor:
     return mask.nonzero().view(-1)
 
 
+def sampling_generator(generator: torch.Generator, device: torch.device) -> torch.Generator:
+    """The generator to draw the sample's positions with, on ``device``: the client's own when it is
+    there (on the CPU: today's stream, bit for bit); else one seeded by a single draw from it, so a
+    GPU run draws its s positions on the GPU instead of on the host and copying them over."""
+    if generator.device.type == device.type and (device.index is None or generator.device.index in (None, device.index)):
+        return generator
+    seed = int(torch.randint(2**62, (1,), generator=generator))
+    return torch.Generator(device=device).manual_seed(seed)
+
+
 def sampled_topk_indices(
-    flat: torch.Tensor, k: int, sample_ratio: float, generator: torch.Generator
+    flat: torch.Tensor, k: int, sample_ratio: float, generator: torch.Generator, *, device_threshold: bool = False
 ) -> tuple[torch.Tensor, int]:
     """Indices (sorted, int64) of about the k largest ``|flat|`` and the number of threshold passes.
 
@@ -58,6 +78,10 @@ def sampled_topk_indices(
     every entry above the true k-th magnitude, so that is the exact top-k); if fewer than 0.8·k pass,
     the threshold is lowered by 0.8 and the pass repeated. The result has at most k entries, at least
     0.8·k unless the lowerings run out, each at least as large in magnitude as every entry left out.
+
+    On a GPU (or with ``device_threshold``) the positions are drawn with a generator on the device
+    (``sampling_generator``) and the threshold stays a device tensor: no host synchronisation but the
+    pass's own count.
     """
     numel = flat.numel()
     if k >= numel:
@@ -65,14 +89,18 @@ def sampled_topk_indices(
     num_samples = min(numel, max(MIN_SAMPLES, math.ceil(sample_ratio * numel)))
     if num_samples >= numel:  # exact top-k (sample_ratio = 1.0 or a small tensor)
         return topk_indices(flat, k), 1
-    picks = torch.randint(numel, (num_samples,), generator=generator, device=generator.device)
-    sample = flat[picks.to(flat.device)].abs()
+    sampler = sampling_generator(generator, flat.device)
+    picks = torch.randint(numel, (num_samples,), generator=sampler, device=sampler.device)
+    sample = flat[picks].abs()
     top_in_sample = max(1, math.ceil(num_samples * k / numel))
-    threshold = float(sample.topk(top_in_sample, sorted=False).values.min())
+    threshold: float | torch.Tensor = sample.topk(top_in_sample, sorted=False).values.min()
+    if not (device_threshold or flat.is_cuda):
+        threshold = float(threshold)  # on the CPU: today's arithmetic, bit for bit
+    # The one host read of a pass is its count (``nonzero``'s size), which the baseline pass has too.
     candidates = indices_at_or_above(flat, threshold)
     passes = 1
     while candidates.numel() < LOWER_RATIO * k and passes <= MAX_LOWERINGS and threshold > 0:
-        threshold *= THRESHOLD_DECAY
+        threshold = threshold * THRESHOLD_DECAY
         candidates = indices_at_or_above(flat, threshold)
         passes += 1
     excess = candidates.numel() - k
