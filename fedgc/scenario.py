@@ -134,6 +134,8 @@ class Scenario(_Section):
     device: str = Field("auto", pattern=DEVICE_PATTERN,
                         description="where clients train and the server evaluates: auto (the first CUDA GPU if "
                                     "there is one, else the CPU), cpu, cuda or cuda:N (docs/performance.md)")
+    deterministic: bool = Field(False, description="on CUDA: deterministic algorithms, so that a seed gives the same "
+                                "metrics, at some speed (docs/performance.md); the CPU is deterministic anyway")
     data: DataConfig = Field(default_factory=DataConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     client: ClientConfig = Field(default_factory=ClientConfig)

@@ -1,6 +1,8 @@
 """The scenario's ``device`` (auto | cpu | cuda | cuda:N): where clients train and the server
 evaluates. On the CPU it changes nothing (byte-identical metrics); a device the machine lacks is a
-one-line error before anything runs, and a malformed one a scenario error."""
+one-line error before anything runs, and a malformed one a scenario error. ``deterministic: true``
+(CUDA's deterministic algorithms) changes nothing on the CPU either, and leaves PyTorch's settings as
+it found them."""
 
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ import yaml
 from fedgc.simulate import main
 
 
-def _run(tmp_path, tiny_scenario, name: str, device: str | None, capsys) -> tuple[int, str]:
-    tree = {**tiny_scenario, "name": name}
+def _run(tmp_path, tiny_scenario, name: str, device: str | None, capsys, **keys) -> tuple[int, str]:
+    tree = {**tiny_scenario, "name": name, **keys}
     if device is not None:
         tree["device"] = device
     path = tmp_path / f"{name}.yaml"
@@ -26,6 +28,37 @@ def test_device_cpu_gives_the_metrics_of_a_run_without_the_key(tmp_path, tiny_sc
     assert _run(tmp_path, tiny_scenario, "cpu", "cpu", capsys)[0] == 0
     assert (tmp_path / "cpu" / "metrics.jsonl").read_bytes() == (tmp_path / "plain" / "metrics.jsonl").read_bytes()
     assert (tmp_path / "cpu" / "clients.jsonl").read_bytes() == (tmp_path / "plain" / "clients.jsonl").read_bytes()
+
+
+def test_deterministic_gives_the_metrics_of_a_run_without_it_on_the_cpu(tmp_path, tiny_scenario, capsys):
+    assert _run(tmp_path, tiny_scenario, "plain", "cpu", capsys)[0] == 0
+    assert _run(tmp_path, tiny_scenario, "det", "cpu", capsys, deterministic=True)[0] == 0
+    assert (tmp_path / "det" / "metrics.jsonl").read_bytes() == (tmp_path / "plain" / "metrics.jsonl").read_bytes()
+    assert (tmp_path / "det" / "clients.jsonl").read_bytes() == (tmp_path / "plain" / "clients.jsonl").read_bytes()
+    assert not torch.are_deterministic_algorithms_enabled()  # the run gave the settings back
+
+
+def test_deterministic_algorithms_are_on_inside_and_restored_after():
+    from fedgc.execution.device import deterministic_algorithms
+
+    with deterministic_algorithms(True):
+        assert torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.deterministic
+        assert not torch.backends.cudnn.benchmark
+    assert not torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.deterministic
+    with deterministic_algorithms(False):
+        assert not torch.are_deterministic_algorithms_enabled()
+
+
+def test_a_node_asks_for_deterministic_training_in_its_node_config():
+    from flwr.app import Context, RecordDict
+
+    from fedgc.flower.client_app import client_deterministic
+
+    def context(node_config):
+        return Context(run_id=1, node_id=1, node_config=node_config, state=RecordDict(), run_config={})
+
+    assert client_deterministic(context({"deterministic": True}))
+    assert not client_deterministic(context({"deterministic": False})) and not client_deterministic(context({}))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -49,3 +52,27 @@ def free_memory_bytes(device: torch.device) -> int | None:
         return None
     free, _total = torch.cuda.mem_get_info(device)
     return int(free)
+
+
+@contextmanager
+def deterministic_algorithms(enabled: bool) -> Iterator[None]:
+    """While active (``enabled``), PyTorch's deterministic algorithms: on CUDA the same seed gives the
+    same results, at some speed (cuDNN's autotuning off, deterministic kernels where they are slower,
+    a fixed cuBLAS workspace). The CPU's kernels are deterministic already: its results do not change.
+    An operation without a deterministic CUDA kernel (e.g. ``adaptive_avg_pool2d``'s backward) warns
+    and runs as it is (``warn_only``), so a model that uses one is not reproducible on CUDA. Restores
+    the previous settings on exit (the inline engine runs in the caller's process)."""
+    if not enabled:
+        yield
+        return
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+              torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    # cuBLAS reads it when it makes its workspace, i.e. before the first matrix product on the GPU.
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[2], before[3]

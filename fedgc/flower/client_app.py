@@ -24,7 +24,7 @@ from fedgc.compress.memory import Memory
 from fedgc.compress.update import build_compression, compress_update
 from fedgc.data import ArrayDataset
 from fedgc.data.device import TRAIN_FILE, check_fits, load_device_data
-from fedgc.execution.device import resolve_device
+from fedgc.execution.device import deterministic_algorithms, resolve_device
 from fedgc.execution.jobs import TrainJob
 from fedgc.flower import keys
 from fedgc.flower.batched import take_batched_update
@@ -42,6 +42,7 @@ from fedgc.training import LocalTrainResult, steps_for_epochs, train_local
 
 DATA_DIR = "data-dir"  # node config: the folder holding the device's own train.npz
 DEVICE = "device"  # node config: auto | cpu | cuda | cuda:N
+DETERMINISTIC = "deterministic"  # node config: true → deterministic algorithms on CUDA
 MEMORY_KEY = "fedgc.memory"
 PENDING_KEY = "fedgc.pending"
 
@@ -85,6 +86,15 @@ def client_device(context: Context) -> torch.device:
     if spec is None and (context.run_config.get(SCENARIO_YAML) or context.run_config.get(SCENARIO_PATH)):
         spec = scenario_from_run_config(context.run_config).device
     return resolve_device(str(spec) if spec is not None else "auto")
+
+
+def client_deterministic(context: Context) -> bool:
+    """Whether this node trains with deterministic algorithms: its node config's ``deterministic``
+    (``--node-config "... deterministic=true"``), else, in a simulation, the scenario's."""
+    flag = context.node_config.get(DETERMINISTIC)
+    if flag is None and (context.run_config.get(SCENARIO_YAML) or context.run_config.get(SCENARIO_PATH)):
+        return scenario_from_run_config(context.run_config).deterministic
+    return str(flag).strip().lower() in ("true", "1", "yes")
 
 
 def simulation_partition(context: Context) -> ArrayDataset:
@@ -142,7 +152,8 @@ def train(msg: Message, context: Context) -> Message:
     memory.load_state_dict(_load_tensors(context, MEMORY_KEY))
     settle_pending(memory, _load_tensors(context, PENDING_KEY), {int(r) for r in config.get(keys.APPLIED_ROUNDS, [])})
 
-    delta, result, generator = local_update(msg, context, local)
+    with deterministic_algorithms(client_deterministic(context)):
+        delta, result, generator = local_update(msg, context, local)
     ctx = CompressionContext(round=server_round, density=float(config[keys.DENSITY]), generator=generator,
                              num_clients=int(config[keys.NUM_CLIENTS]))
     compressed = compress_update(delta, compressor, memory, ctx,

@@ -23,7 +23,7 @@ from flwr.serverapp import Grid
 from fedgc.compress.base import DensePayload
 from fedgc.compress.warmup import recorded_density
 from fedgc.data import FederatedData
-from fedgc.execution.device import resolve_device
+from fedgc.execution.device import deterministic_algorithms, resolve_device
 from fedgc.flower import checkpoint, keys
 from fedgc.flower.client_config import client_config_record
 from fedgc.flower.client_rows import client_rows
@@ -127,6 +127,12 @@ def run_rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, *, mea
                quiet: bool = False, resume: bool = False) -> Summary:
     """Run (or with ``resume``, continue from ``out_dir``'s checkpoint) the scenario's rounds through
     ``transport``; ``measured``: a real deployment (wall-clock exchange), else the simulated network."""
+    with deterministic_algorithms(scenario.deterministic):  # the inline engine's clients run inside it too
+        return _rounds(transport, scenario, out_dir, measured, quiet, resume)
+
+
+def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured: bool, quiet: bool,
+            resume: bool) -> Summary:
     logging.getLogger("flwr").setLevel(logging.ERROR)
     pin_threads()  # aggregation and evaluation round alike on every engine
     wall_start = time.perf_counter()
