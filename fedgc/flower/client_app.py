@@ -105,16 +105,17 @@ def simulation_partition(context: Context) -> ArrayDataset:
     return data.partitions[int(context.node_config["partition-id"])]
 
 
-def train_job(msg: Message, context: Context, local: ArrayDataset | None = None) -> tuple[nn.Module, TrainJob]:
+def train_job(msg: Message | RecordDict, context: Context, local: ArrayDataset | None = None) -> tuple[nn.Module, TrainJob]:
     """The model (on the node's device, holding the received global model) and the local training a
-    train message asks of this node (``local``: its data, default ``local_data``)."""
-    settings = read_client_config(msg.content.config_records.get(keys.CLIENT_CONFIG))
+    train message (or its content) asks of this node (``local``: its data, default ``local_data``)."""
+    content = msg.content if isinstance(msg, Message) else msg
+    settings = read_client_config(content.config_records.get(keys.CLIENT_CONFIG))
     local = local_data(context, settings) if local is None else local
     partition = int(context.node_config["partition-id"])
-    server_round = int(msg.content.config_records[keys.CONFIG][keys.SERVER_ROUND])
+    server_round = int(content.config_records[keys.CONFIG][keys.SERVER_ROUND])
     model = build_model(settings.model, settings.input_shape, settings.num_classes, settings.seed,
                         options=settings.model_options).to(client_device(context))
-    model.load_state_dict(msg.content.array_records[keys.ARRAYS].to_torch_state_dict())
+    model.load_state_dict(content.array_records[keys.ARRAYS].to_torch_state_dict())
     generator = torch.Generator().manual_seed(client_seed(settings.seed, partition, server_round))
     steps = settings.local_steps or steps_for_epochs(len(local), settings.batch_size, settings.epochs or 1.0)
     return model, TrainJob(data=local, steps=steps, batch_size=settings.batch_size, lr=settings.lr,

@@ -17,6 +17,7 @@ from flwr.app import ArrayRecord, Context, Message, MessageType, RecordDict
 
 from fedgc.compress.downlink import Weights, apply_download, as_replica, model_digest
 from fedgc.flower import keys
+from fedgc.flower.batched import BATCHED_DELTA, BATCHED_TRAIN
 from fedgc.flower.client_state import pack_state, unpack_state
 from fedgc.flower.codec import decode_update
 from fedgc.flower.downlink_stage import BASE_DIGEST, DELTA_KEY, NEW_DIGEST, RESET
@@ -40,25 +41,36 @@ def _replica(context: Context) -> Weights:
     return unpack_state(stored) if stored is not None else initial_model(context)
 
 
+def rebuilt_replica(msg: Message, context: Context) -> Weights:
+    """The model a compressed download makes of this client's replica, checked against both digests
+    (``DownlinkOutOfSync`` otherwise); nothing is stored."""
+    config = msg.content.config_records.get(keys.CONFIG)
+    if config is None or not isinstance(config.get(BASE_DIGEST), str) or not isinstance(config.get(NEW_DIGEST), str):
+        raise DownlinkOutOfSync("a compressed download without its replica digests")
+    replica = _replica(context)
+    have = model_digest(replica)
+    if have != config[BASE_DIGEST]:
+        raise DownlinkOutOfSync(f"replica {have} is not the download's base {config[BASE_DIGEST]}")
+    payloads = decode_update(msg.content.array_records[DELTA_KEY], {k: tuple(v.shape) for k, v in replica.items()})
+    replica = apply_download(replica, payloads)
+    if model_digest(replica) != config[NEW_DIGEST]:
+        raise DownlinkOutOfSync("the replica after the download does not match the server's digest")
+    return replica
+
+
 def downlink_mod(msg: Message, context: Context, call_next) -> Message:
     if msg.metadata.message_type != MessageType.TRAIN or not msg.has_content():
         return call_next(msg, context)
     config = msg.content.config_records.get(keys.CONFIG)
     if DELTA_KEY in msg.content.array_records:
-        if config is None or not isinstance(config.get(BASE_DIGEST), str) or not isinstance(config.get(NEW_DIGEST), str):
-            raise DownlinkOutOfSync("a compressed download without its replica digests")
-        replica = _replica(context)
-        have = model_digest(replica)
-        if have != config[BASE_DIGEST]:
-            raise DownlinkOutOfSync(f"replica {have} is not the download's base {config[BASE_DIGEST]}")
-        payloads = decode_update(msg.content.array_records[DELTA_KEY], {k: tuple(v.shape) for k, v in replica.items()})
-        replica = apply_download(replica, payloads)
-        if model_digest(replica) != config[NEW_DIGEST]:
-            raise DownlinkOutOfSync("the replica after the download does not match the server's digest")
+        replica = rebuilt_replica(msg, context)
         context.state[REPLICA_KEY] = pack_state(replica)
         content = RecordDict({keys.ARRAYS: ArrayRecord({k: v.contiguous() for k, v in replica.items()}), keys.CONFIG: config})
         if keys.CLIENT_CONFIG in msg.content.config_records:
             content[keys.CLIENT_CONFIG] = msg.content.config_records[keys.CLIENT_CONFIG]
+        for name in (BATCHED_DELTA, BATCHED_TRAIN):  # the inline engine trained it already (batched.py)
+            if name in msg.content:
+                content[name] = msg.content[name]
         msg.content = content  # the ClientApp sees the model, as without downlink compression
     elif config is not None and config.get(RESET):
         context.state[REPLICA_KEY] = pack_state(_checked_reset(msg, context))

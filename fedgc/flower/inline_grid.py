@@ -15,12 +15,13 @@ import traceback
 from collections.abc import Iterable
 
 import torch
-from flwr.app import Context, Error, Message, MessageType, RecordDict
+from flwr.app import ArrayRecord, Context, Error, Message, MessageType, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 
 from fedgc.execution.device import resolve_device
+from fedgc.flower import keys
 from fedgc.flower.batched import attach_batched_update
 from fedgc.flower.client_state import context_state, restore_context_state
 from fedgc.flower.downlink_stage import DELTA_KEY
@@ -55,7 +56,6 @@ class InlineGrid(Grid):
         self.vectorized = False
         self.device = torch.device("cpu")
         self.notice = _stderr
-        self._said_sequential = False
         self._replies: dict[str, Message] = {}
         # Wire bytes of the last message pushed to / replied by each message id.
         self.sent_bytes: dict[str, int] = {}
@@ -130,28 +130,33 @@ class InlineGrid(Grid):
 
     def _train_together(self, delivered: list[Message]) -> None:
         """``client.execution: vectorized``: train the round's clients at once and put each result on
-        its message (``fedgc.flower.batched``). Compressed downloads rebuild each client's model in
-        its ClientApp, after this point, so such rounds train one by one (said once)."""
+        its message (``fedgc.flower.batched``). A compressed download is rebuilt here into the model
+        its client's downlink mod will hand the ClientApp (``rebuilt_replica``: the same function,
+        nothing stored), and that client trains from it."""
         from fedgc.execution import run_vectorized
         from fedgc.flower.client_app import train_job
+        from fedgc.flower.downlink_mod import rebuilt_replica
 
-        if any(DELTA_KEY in m.content.array_records for m in delivered):
-            if not self._said_sequential:
-                self._said_sequential = True
-                self.notice("fedgc: vectorized client execution needs dense downloads; with downlink "
-                            "compression the clients train one by one")
-            return
+        own_start = any(DELTA_KEY in m.content.array_records for m in delivered)
         jobs, ready = [], []
         for message in delivered:
+            context = self.contexts[message.metadata.dst_node_id]
             try:
-                model, job = train_job(message, self.contexts[message.metadata.dst_node_id])
+                content = message.content
+                if DELTA_KEY in content.array_records:  # what the mod will deliver
+                    replica = rebuilt_replica(message, context)
+                    content = RecordDict({keys.ARRAYS: ArrayRecord({k: v.contiguous() for k, v in replica.items()}),
+                                          **{k: v for k, v in content.config_records.items()}})
+                model, job = train_job(content, context)
             except Exception:  # noqa: BLE001, S112 — its own ClientApp call fails the same way and is counted
                 continue
+            if own_start:  # replicas differ from client to client
+                job.start = {name: t.detach() for name, t in model.state_dict().items()}
             jobs.append(job)
             ready.append((message, model))
         if not jobs:
             return
-        start = {name: t.detach() for name, t in ready[0][1].state_dict().items()}  # the global model, for all
+        start = {name: t.detach() for name, t in ready[0][1].state_dict().items()}  # shared unless a job has its own
         results = run_vectorized(ready[0][1], start, jobs, device=self.device, notice=self.notice)
         for (message, _), job, result in zip(ready, jobs, results):
             attach_batched_update(message, result.delta, result.train, job.generator)
