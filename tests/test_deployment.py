@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
+import time
 
 import pytest
 import tomli_w
@@ -40,9 +42,10 @@ SCENARIO = {
 
 
 @contextlib.contextmanager
-def local_deployment(tmp_path, data_dirs=(None, None)):
+def local_deployment(tmp_path, data_dirs=(None, None), late: list | None = None):
     """A SuperLink and one SuperNode per entry of ``data_dirs`` (partition i; with a folder, it
-    trains on that device data), all stopped on exit; yields (env, logs folder)."""
+    trains on that device data), all stopped on exit; yields (env, logs folder). ``late``, when given,
+    receives a function that starts the SuperNode of a further partition (stopped on exit too)."""
     home = tmp_path / "flwr-home"
     env = flower_env(home)
     port = free_port()
@@ -54,6 +57,8 @@ def local_deployment(tmp_path, data_dirs=(None, None)):
         processes.append(start_superlink(port, logs, env, simulation=False))
         processes += [start_supernode(port, partition, len(data_dirs), logs, env, data_dir=data_dir)
                       for partition, data_dir in enumerate(data_dirs)]
+        if late is not None:
+            late.append(lambda partition: processes.append(start_supernode(port, partition, partition + 1, logs, env)))
         yield env, logs
     finally:
         for process in reversed(processes):
@@ -67,13 +72,13 @@ def deployment(tmp_path_factory):
         yield running
 
 
-def submit(scenario: dict, tmp_path, deployment) -> tuple[dict, list[dict]]:
+def submit(scenario: dict, tmp_path, deployment, node_wait_s: float = 60.0) -> tuple[dict, list[dict]]:
     """``flwr run`` the repository as the Flower app on the deployment; (summary, metrics rows)."""
     env, logs = deployment
     out = tmp_path / "out"
     run_config = tmp_path / "run-config.toml"
     run_config.write_text(tomli_w.dumps({"scenario-yaml": yaml.safe_dump(scenario), "out-dir": str(out),
-                                         "quiet": True, "node-wait-s": 60.0}))
+                                         "quiet": True, "node-wait-s": node_wait_s}))
     pyproject = (REPO / "pyproject.toml").read_bytes()
     log = tmp_path / "flwr-run.log"
     result = flwr_run(REPO, CONNECTION, run_config, env, log, timeout_s=240)
@@ -114,3 +119,28 @@ def test_supernodes_rebuild_the_model_from_compressed_downloads(tmp_path, deploy
     for row in rows:
         assert row["downlink_resets"] == 0 and 0 < row["downlink_density"] < 0.2
         assert row["bytes_down"] < 0.25 * 2 * dense_model_bytes  # two downloads, each a fraction of the model
+
+
+def test_a_supernode_that_connects_during_the_run_joins_it(tmp_path):
+    """A phone need not be online when the run starts: the census finds partition 0 alone and the run
+    goes on with it; the SuperNode of partition 1, started once round 1 is recorded, is asked for its
+    partition between rounds, admitted without holding up a round, and trains from then on."""
+    late: list = []
+    scenario = {**SCENARIO, "rounds": 5}
+    with local_deployment(tmp_path, data_dirs=(None,), late=late) as running:
+        metrics = tmp_path / "out" / "metrics.jsonl"
+
+        def start_when_round_1_is_in():
+            deadline = time.monotonic() + 200
+            while time.monotonic() < deadline and not (metrics.exists() and metrics.read_text().strip()):
+                time.sleep(0.2)
+            late[0](1)
+
+        starter = threading.Thread(target=start_when_round_1_is_in, daemon=True)
+        starter.start()
+        summary, rows = submit(scenario, tmp_path, running, node_wait_s=25.0)
+        starter.join(timeout=5)
+    assert rows[0]["applied_nodes"] == [1]  # the census found partition 0 only
+    joined = [r["round"] for r in rows if r["applied_nodes"] == [1, 2]]
+    assert joined and joined[-1] == 5, [r["applied_nodes"] for r in rows]  # node 2 trains once it is in
+    assert summary["clients_failed"] == 0 and summary["updates_rejected"] == 0

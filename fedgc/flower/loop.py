@@ -155,8 +155,6 @@ def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured:
     exchange = (MeasuredExchange(deadline_s=scenario.network.deadline_s, keep_first=keep_first) if measured else
                 SimulatedExchange(network, deadline_s=scenario.network.deadline_s, keep_first=keep_first))
     downlink = DownlinkStage(scenario.downlink, weights, scenario.seed) if scenario.downlink.enabled else None
-    if downlink is not None:  # nodes that announced no replica (query.partition): their first download is whole
-        downlink.unsure |= set(getattr(transport, "without_replica", ()))
     optimizer = server_optimizer(scenario)
     strategy = build_strategy(scenario, data, shapes, policy, len(nodes), optimizer,
                               np.random.default_rng(rng.integers(2**63)))
@@ -186,6 +184,9 @@ def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured:
         for server_round in range(rounds_done + 1, scenario.rounds + 1):
             for attempt in range(policy.retries + 1):
                 messages = strategy.configure(server_round, arrays, exchange.online(sorted(transport.get_node_ids())))
+                if downlink is not None:  # nodes that announced no replica (query.partition, also late
+                    # joiners) and hold none the server confirmed: their next download is the whole model
+                    downlink.unsure |= {n for n in getattr(transport, "without_replica", ()) if n not in downlink.replicas}
                 downloads = downlink.encode(messages, transport) if downlink is not None else None
                 selected = [int(m.metadata.dst_node_id) for m in messages]  # the transport may relabel them
                 exchanged = exchange.run(transport, messages) if messages else None

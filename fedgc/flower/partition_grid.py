@@ -59,30 +59,46 @@ def poll_replies(grid: Grid, message_ids: Iterable[str], deadline: float | None,
     return replies
 
 
+def read_partition(reply: Message) -> tuple[int, bool] | None:
+    """(partition id, holds no downlink replica) from a partition query's reply, or None."""
+    node = reply.metadata.src_node_id
+    metrics = None if reply.has_error() else reply.content.metric_records.get("partition")
+    if metrics is None or "partition-id" not in metrics:
+        logger.warning("node %s did not report a partition-id; it is left out", node)
+        return None
+    return int(metrics["partition-id"]), bool(metrics.get(NO_REPLICA))
+
+
 def ask_partitions(grid: Grid, node_ids: list[int], timeout_s: float,
-                   without_replica: set[int] | None = None) -> dict[int, int]:
-    """{node id: partition id} for the nodes that answered the partition query in time; the nodes
-    that announced they hold no downlink replica (``no-replica``) are added to ``without_replica``."""
+                   without_replica: set[int] | None = None) -> tuple[dict[int, int], dict[str, int]]:
+    """({node id: partition id} for the nodes that answered the partition query in time, {message id:
+    node} of the queries still unanswered); the nodes that announced they hold no downlink replica
+    (``no-replica``) are added to ``without_replica``."""
     messages = [Message(RecordDict(), dst_node_id=node, message_type=PARTITION_QUERY) for node in node_ids]
     ids = list(grid.push_messages(messages))
     answers = {}
     for reply in poll_replies(grid, ids, time.monotonic() + timeout_s):
-        node = reply.metadata.src_node_id
-        metrics = None if reply.has_error() else reply.content.metric_records.get("partition")
-        if metrics is None or "partition-id" not in metrics:
-            logger.warning("node %s did not report a partition-id; it is left out", node)
+        node, answer = reply.metadata.src_node_id, read_partition(reply)
+        if answer is None:
             continue
-        answers[node] = int(metrics["partition-id"])
-        if without_replica is not None and metrics.get(NO_REPLICA):
+        answers[node] = answer[0]
+        if without_replica is not None and answer[1]:
             without_replica.add(node)
-    return answers
+    answered = {r for r, node in zip(ids, node_ids) if node in answers}
+    return answers, {i: node for i, node in zip(ids, node_ids) if i and i not in answered}
 
 
 class PartitionGrid(Grid):
     """Presents every node of ``inner`` as ``partition-id + 1``; see the module docstring."""
 
-    def __init__(self, inner: Grid, partitions: dict[int, int], without_replica: set[int] = frozenset()) -> None:
+    def __init__(self, inner: Grid, partitions: dict[int, int], without_replica: set[int] = frozenset(), *,
+                 expected: int | None = None, querying: dict[str, int] | None = None) -> None:
         self.inner = inner
+        # A deployment (``expected`` given): nodes that connect after the census, or answer it late,
+        # are asked (``querying``: unanswered partition queries by message id) and admitted as they answer.
+        self.expected = expected
+        self.querying = dict(querying or {})
+        self.asked = set(partitions) | set(self.querying.values())
         self.label_of: dict[int, int] = {}
         # Two nodes claiming one partition: the lower node id keeps it (deterministic).
         for node in sorted(partitions):
@@ -96,18 +112,22 @@ class PartitionGrid(Grid):
         self.without_replica = {self.label_of[n] for n in without_replica if n in self.label_of}
 
     @classmethod
-    def census(cls, inner: Grid, expected: int, wait_s: float) -> PartitionGrid:
+    def census(cls, inner: Grid, expected: int, wait_s: float, *, admit_late: bool = False) -> PartitionGrid:
         """Ask nodes for their partition until ``expected`` partitions are known or ``wait_s`` passes
-        (SuperNodes of a deployment may still be connecting when the run starts)."""
+        (SuperNodes of a deployment may still be connecting when the run starts). ``admit_late``: nodes
+        that answer later, or connect later, join the run as they answer (a deployment's phones)."""
         deadline = time.monotonic() + wait_s
         partitions: dict[int, int] = {}
         asked: set[int] = set()
+        querying: dict[str, int] = {}
         without_replica: set[int] = set()
         while True:
             new = sorted(set(inner.get_node_ids()) - asked)
             if new:
                 asked.update(new)
-                partitions.update(ask_partitions(inner, new, max(1.0, deadline - time.monotonic()), without_replica))
+                answers, unanswered = ask_partitions(inner, new, max(1.0, deadline - time.monotonic()), without_replica)
+                partitions.update(answers)
+                querying.update(unanswered)
             valid = {n: p for n, p in partitions.items() if 0 <= p < expected}
             if len(set(valid.values())) >= expected or time.monotonic() >= deadline:
                 break
@@ -117,7 +137,43 @@ class PartitionGrid(Grid):
                            partitions[node], expected - 1)
         if not valid:
             raise ValueError(f"no node reported a partition-id in 0..{expected - 1} within {wait_s:.0f} s")
-        return cls(inner, valid, without_replica)
+        grid = cls(inner, valid, without_replica, expected=expected if admit_late else None,
+                   querying=querying if admit_late else None)
+        grid.asked |= asked
+        return grid
+
+    def admit(self) -> None:
+        """A deployment's newcomers: ask every node not asked yet for its partition (without waiting),
+        and admit those whose answers are in. A node takes its partition's label unless a connected
+        node holds it; from a node no longer connected it takes it over (a phone that came back
+        under a new node id)."""
+        if self.expected is None:
+            return
+        online = set(self.inner.get_node_ids())
+        new = sorted(online - self.asked)
+        if new:
+            messages = [Message(RecordDict(), dst_node_id=node, message_type=PARTITION_QUERY) for node in new]
+            self.querying.update({i: node for i, node in zip(self.inner.push_messages(messages), new) if i})
+            self.asked.update(new)
+        if not self.querying:
+            return
+        for reply in self.inner.pull_messages(list(self.querying)):
+            node = self.querying.pop(reply.metadata.reply_to_message_id, None)
+            answer = read_partition(reply)
+            if node is None or answer is None:
+                continue
+            partition, no_replica = answer
+            label = partition + 1
+            holder = self.node_of.get(label)
+            if not 0 <= partition < self.expected or (holder is not None and holder in online):
+                logger.warning("node %s reports partition %s, which is outside 0..%s or held; it is left out",
+                               node, partition, self.expected - 1)
+                continue
+            self.label_of.pop(holder, None)
+            self.label_of[node], self.node_of[label] = label, node
+            if no_replica:
+                self.without_replica.add(label)
+            logger.info("node %s joins the run as node %s (partition %s)", node, label, partition)
 
     # Delegation with translated ids -----------------------------------------------------------
     def set_run(self, run: Run) -> None:
@@ -131,6 +187,7 @@ class PartitionGrid(Grid):
         return self.inner.create_message(content, message_type, self.node_of[dst_node_id], group_id, ttl)
 
     def get_node_ids(self) -> Iterable[int]:
+        self.admit()
         online = set(self.inner.get_node_ids())
         return sorted(label for node, label in self.label_of.items() if node in online)
 

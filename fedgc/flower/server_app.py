@@ -31,7 +31,10 @@ def main(grid: Grid, context: Context) -> None:
     out = context.run_config.get(OUT_DIR)
     out_dir = Path(str(out)) if out else None
     wait_s = float(context.run_config.get(NODE_WAIT_S, 120.0))
-    partitioned = PartitionGrid.census(collecting(grid), expected=scenario.data.num_clients, wait_s=wait_s)
+    # On a deployment, nodes that connect after the census join the run as they answer; Flower's
+    # simulation runtime starts every virtual node before the run.
+    partitioned = PartitionGrid.census(collecting(grid), expected=scenario.data.num_clients, wait_s=wait_s,
+                                       admit_late=not isinstance(grid, InMemoryGrid))
     # A run folder is new or empty when a run starts (fedgc.run_folder), so a checkpoint in it means
     # `--resume`: the engine checked it against the scenario before starting the runtime.
     resume = out_dir is not None and (out_dir / CHECKPOINT).is_file()

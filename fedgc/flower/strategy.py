@@ -136,7 +136,9 @@ class FedgcStrategy(FedAvg):
         """Select among the ``online`` nodes (seeded) and build one training message for each."""
         config = config if config is not None else ConfigRecord()
         self._weights = {k: v.to(torch.float32) for k, v in arrays.to_torch_state_dict().items()}
-        count = min(len(online), self.policy.to_select(self.total_nodes))
+        # More nodes online than the run started with: a deployment's late joiners count in.
+        population = max(self.total_nodes, len(online))
+        count = min(len(online), self.policy.to_select(population))
         selected = sorted(int(n) for n in self.rng.choice(online, size=count, replace=False)) if count else []
         self._sent = {}
         messages = []
@@ -144,7 +146,7 @@ class FedgcStrategy(FedAvg):
             node_config = ConfigRecord(dict(config))
             node_config[keys.SERVER_ROUND] = server_round
             node_config[keys.DENSITY] = float(self.density_for_round(server_round))
-            node_config[keys.NUM_CLIENTS] = self.policy.wanted(self.total_nodes)
+            node_config[keys.NUM_CLIENTS] = self.policy.wanted(population)
             # Listed until the node answers this message (``acknowledge``): a message that never
             # reaches it must not lose the list, or the node would restore an applied update.
             node_config[keys.APPLIED_ROUNDS] = list(self.applied_since_last_message.get(node, []))
