@@ -69,13 +69,17 @@ def read_partition(reply: Message) -> tuple[int, bool] | None:
     return int(metrics["partition-id"]), bool(metrics.get(NO_REPLICA))
 
 
+def partition_queries(node_ids: Iterable[int]) -> list[Message]:
+    """One partition query (answered by ``client_app.report_partition``) for each node."""
+    return [Message(RecordDict(), dst_node_id=node, message_type=PARTITION_QUERY) for node in node_ids]
+
+
 def ask_partitions(grid: Grid, node_ids: list[int], timeout_s: float,
                    without_replica: set[int] | None = None) -> tuple[dict[int, int], dict[str, int]]:
     """({node id: partition id} for the nodes that answered the partition query in time, {message id:
     node} of the queries still unanswered); the nodes that announced they hold no downlink replica
     (``no-replica``) are added to ``without_replica``."""
-    messages = [Message(RecordDict(), dst_node_id=node, message_type=PARTITION_QUERY) for node in node_ids]
-    ids = list(grid.push_messages(messages))
+    ids = list(grid.push_messages(partition_queries(node_ids)))
     answers = {}
     for reply in poll_replies(grid, ids, time.monotonic() + timeout_s):
         node, answer = reply.metadata.src_node_id, read_partition(reply)
@@ -142,18 +146,16 @@ class PartitionGrid(Grid):
         grid.asked |= asked
         return grid
 
-    def admit(self) -> None:
-        """A deployment's newcomers: ask every node not asked yet for its partition (without waiting),
-        and admit those whose answers are in. A node takes its partition's label unless a connected
-        node holds it; from a node no longer connected it takes it over (a phone that came back
-        under a new node id)."""
+    def admit(self, online: set[int]) -> None:
+        """A deployment's newcomers among the ``online`` nodes: ask every node not asked yet for its
+        partition (without waiting), and admit those whose answers are in. A node takes its
+        partition's label unless a connected node holds it; from a node no longer connected it takes
+        it over (a phone that came back under a new node id)."""
         if self.expected is None:
             return
-        online = set(self.inner.get_node_ids())
         new = sorted(online - self.asked)
         if new:
-            messages = [Message(RecordDict(), dst_node_id=node, message_type=PARTITION_QUERY) for node in new]
-            self.querying.update({i: node for i, node in zip(self.inner.push_messages(messages), new) if i})
+            self.querying.update({i: node for i, node in zip(self.inner.push_messages(partition_queries(new)), new) if i})
             self.asked.update(new)
         if not self.querying:
             return
@@ -187,8 +189,8 @@ class PartitionGrid(Grid):
         return self.inner.create_message(content, message_type, self.node_of[dst_node_id], group_id, ttl)
 
     def get_node_ids(self) -> Iterable[int]:
-        self.admit()
         online = set(self.inner.get_node_ids())
+        self.admit(online)
         return sorted(label for node, label in self.label_of.items() if node in online)
 
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
