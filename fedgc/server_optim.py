@@ -23,13 +23,18 @@ class ServerOptimizer:
     buffers: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def state_dict(self) -> dict:
-        return {"buffers": dict(self.buffers)}
+        return {"buffers": {name: buffer.cpu() for name, buffer in self.buffers.items()}}  # a checkpoint holds host tensors
 
     def load_state_dict(self, state: dict) -> None:
         self.buffers = dict(state["buffers"])
 
     def step(self, weights: dict[str, torch.Tensor], delta: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """New weights; ``weights`` is not modified."""
+        """New weights; ``weights`` is not modified. The buffers follow the update's device (a resumed
+        run's, loaded on the host, move there at its first step)."""
+        for key, buffer in self.buffers.items():
+            target = delta.get(key.split("/", 1)[1])
+            if target is not None and buffer.device != target.device:
+                self.buffers[key] = buffer.to(target.device)
         return {name: weights[name] - self._direction(name, delta[name]) for name in weights}
 
     def _direction(self, name: str, d: torch.Tensor) -> torch.Tensor:

@@ -25,8 +25,7 @@ def train_local(model: nn.Module, data: ArrayDataset, *, steps: int, batch_size:
     device (the batch order is drawn on the CPU, so it is the same on every device)."""
     device = next(model.parameters()).device
     model.train()
-    x = torch.from_numpy(data.x).to(device)
-    y = torch.from_numpy(data.y).to(device)
+    x, y = data.tensors(device)  # on a GPU copied there once per process, not per round
     n = len(data)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
     loss_fn = nn.CrossEntropyLoss()
@@ -60,8 +59,7 @@ def evaluate(model: nn.Module, data: ArrayDataset, batch_size: int = 1024) -> tu
     """(accuracy, mean cross-entropy loss) on ``data``, on the model's device."""
     model.eval()
     device = next(model.parameters()).device
-    x = torch.from_numpy(data.x).to(device)  # once, not per batch (a no-op on the CPU)
-    y = torch.from_numpy(data.y).to(device)
+    x, y = data.tensors(device)  # on a GPU copied there once per process, not per evaluation
     correct, loss_sum = 0, 0.0
     for start in range(0, len(data), batch_size):
         logits = model(x[start:start + batch_size])

@@ -237,11 +237,11 @@ def test_an_update_that_cannot_be_aggregated_is_rejected_and_the_rest_aggregated
     real_aggregate = strategy_module.aggregate_payloads
     poisoned = blob(good_update(3))
 
-    def aggregate_payloads(updates, shapes, scales=None):
+    def aggregate_payloads(updates, shapes, scales=None, device=None):
         for _, payloads in updates:
             if torch.equal(payloads["b"].values, strategy_module.decode_update(as_record(poisoned), SHAPES)["b"].values):
                 raise IndexError("a defect in aggregation")
-        return real_aggregate(updates, shapes, scales)
+        return real_aggregate(updates, shapes, scales, device)
 
     monkeypatch.setattr(strategy_module, "aggregate_payloads", aggregate_payloads)
     strategy = make_strategy(max_weight_share=1.0, norm_bound_factor=None)

@@ -24,28 +24,31 @@ from fedgc.compress.bits import unpack_bits
 from fedgc.compress.payloads import DensePayload, LowRankPayload, Payload, SparsePayload, VotePayload, decompress
 
 
-def majority_vote(votes: list[tuple[float, VotePayload]], numel: int) -> torch.Tensor:
+def majority_vote(votes: list[tuple[float, VotePayload]], numel: int, device: torch.device | None = None) -> torch.Tensor:
     """sign(Σ wᵢ·signᵢ) · Σ wᵢ·scaleᵢ, flat."""
-    tally = torch.zeros(numel, dtype=torch.float32)
+    tally = torch.zeros(numel, dtype=torch.float32, device=device)
     for weight, vote in votes:
-        tally.add_(1.0 - 2.0 * unpack_bits(vote.signs, numel).to(torch.float32), alpha=weight)
+        tally.add_(1.0 - 2.0 * unpack_bits(vote.signs, numel).to(device=device, dtype=torch.float32), alpha=weight)
     return torch.sign(tally) * sum(weight * vote.scale for weight, vote in votes)
 
 
-def low_rank_sum(factors: list[tuple[float, LowRankPayload]]) -> torch.Tensor:
+def low_rank_sum(factors: list[tuple[float, LowRankPayload]], device: torch.device | None = None) -> torch.Tensor:
     """Σ wᵢ·PᵢQᵢᵀ as one product of the concatenated factors, flat."""
-    p = torch.cat([weight * f.p.to(torch.float32) for weight, f in factors], dim=1)
-    q = torch.cat([f.q.to(torch.float32) for _, f in factors], dim=1)
+    p = torch.cat([weight * f.p.to(device=device, dtype=torch.float32) for weight, f in factors], dim=1)
+    q = torch.cat([f.q.to(device=device, dtype=torch.float32) for _, f in factors], dim=1)
     return (p @ q.T).flatten()
 
 
 def aggregate_payloads(updates: list[tuple[float, dict[str, Payload]]],
                        shapes: dict[str, tuple[int, ...]],
-                       scales: list[float] | None = None) -> dict[str, torch.Tensor]:
+                       scales: list[float] | None = None, device: torch.device | None = None) -> dict[str, torch.Tensor]:
     """``updates``: (weight, payloads) per client, weights summing to 1. ``scales``: per client, a
     factor ≤ 1 the server applies to the update itself (norm bounding): it multiplies the weight of
-    every payload, except that a vote keeps its weight in the tally and has its scale multiplied."""
-    total = {name: torch.zeros(math.prod(shape), dtype=torch.float32) for name, shape in shapes.items()}
+    every payload, except that a vote keeps its weight in the tally and has its scale multiplied.
+    The sums are made on ``device`` (the server model's; default the CPU), each client's payload
+    moved there as it is added: a sparse one as its k indices and values, never as a dense copy."""
+    device = torch.device("cpu") if device is None else device
+    total = {name: torch.zeros(math.prod(shape), dtype=torch.float32, device=device) for name, shape in shapes.items()}
     votes: dict[str, list] = defaultdict(list)
     factors: dict[str, list] = defaultdict(list)
     for i, (share, payloads) in enumerate(updates):
@@ -53,20 +56,21 @@ def aggregate_payloads(updates: list[tuple[float, dict[str, Payload]]],
         weight = share * scale
         for name, payload in payloads.items():
             if isinstance(payload, SparsePayload):
-                total[name].index_add_(0, payload.indices, payload.values.to(torch.float32) * weight)
+                total[name].index_add_(0, payload.indices.to(device),
+                                       payload.values.to(device=device, dtype=torch.float32) * weight)
             elif isinstance(payload, DensePayload):
                 # Same arithmetic as the sparse path, so topk at density 1.0 == dense, bit for bit.
-                total[name].add_(payload.values.to(torch.float32).flatten() * weight)
+                total[name].add_(payload.values.to(device=device, dtype=torch.float32).flatten() * weight)
             elif isinstance(payload, VotePayload):
                 votes[name].append((share, payload if scale == 1.0 else replace(payload, scale=payload.scale * scale)))
             elif isinstance(payload, LowRankPayload):
                 factors[name].append((weight, payload))
             else:
-                total[name].add_(decompress(payload).flatten(), alpha=weight)
+                total[name].add_(decompress(payload, device).flatten(), alpha=weight)
     for name, group in votes.items():
-        total[name].add_(majority_vote(group, total[name].numel()))
+        total[name].add_(majority_vote(group, total[name].numel(), device))
     for name, group in factors.items():
-        total[name].add_(low_rank_sum(group))
+        total[name].add_(low_rank_sum(group, device))
     return {name: total[name].reshape(shape) for name, shape in shapes.items()}
 
 
@@ -109,7 +113,7 @@ def norm_bounds(norms: list[float], factor: float) -> tuple[list[float], list[in
 
 
 def coordinate_wise(updates: list[dict[str, Payload]], shapes: dict[str, tuple[int, ...]], scales: list[float],
-                    rule: str, trim_fraction: float = 0.1) -> dict[str, torch.Tensor]:
+                    rule: str, trim_fraction: float = 0.1, device: torch.device | None = None) -> dict[str, torch.Tensor]:
     """Per coordinate, the ``median`` or the ``trimmed_mean`` (the ⌊trim_fraction·m⌋ largest and smallest
     values dropped) of the m clients' dense updates, each first multiplied by its norm factor.
     Unweighted: one client, one value (so a claimed example count buys nothing). Holds m dense copies
@@ -117,7 +121,7 @@ def coordinate_wise(updates: list[dict[str, Payload]], shapes: dict[str, tuple[i
     out = {}
     m = len(updates)
     for name, shape in shapes.items():
-        stacked = torch.stack([decompress(p[name]).flatten() * s for p, s in zip(updates, scales)])
+        stacked = torch.stack([decompress(p[name], device).flatten() * s for p, s in zip(updates, scales)])
         ordered = stacked.sort(dim=0).values
         if rule == "median":
             value = (ordered[(m - 1) // 2] + ordered[m // 2]) / 2

@@ -17,6 +17,7 @@ from pydantic import Field
 
 from fedgc.compress.base import CompressionContext, Compressor, NoOptions, SparsePayload
 from fedgc.compress.dgc_memory import DGCMemory
+from fedgc.compress.randomness import generator_on
 from fedgc.compress.topk import k_for, topk_indices
 
 if TYPE_CHECKING:
@@ -62,10 +63,9 @@ def sampling_generator(generator: torch.Generator, device: torch.device) -> torc
     """The generator to draw the sample's positions with, on ``device``: the client's own when it is
     there (on the CPU: today's stream, bit for bit); else one seeded by a single draw from it, so a
     GPU run draws its s positions on the GPU instead of on the host and copying them over."""
-    if generator.device.type == device.type and (device.index is None or generator.device.index in (None, device.index)):
-        return generator
-    seed = int(torch.randint(2**62, (1,), generator=generator))
-    return torch.Generator(device=device).manual_seed(seed)
+    sampler = generator_on(generator, device)
+    assert sampler is not None
+    return sampler
 
 
 def sampled_topk_indices(

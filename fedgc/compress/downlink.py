@@ -85,7 +85,7 @@ def model_digest(weights: Weights) -> str:
     for name in sorted(weights):
         tensor = weights[name].detach().to(torch.float32).contiguous()
         h.update(f"{name}{tuple(tensor.shape)}".encode())
-        h.update(tensor.numpy().tobytes())
+        h.update(tensor.cpu().numpy().tobytes())
     return h.hexdigest()[:16]
 
 
@@ -96,7 +96,8 @@ def as_replica(weights: Weights) -> Weights:
 def apply_download(replica: Weights, payloads: dict[str, Payload]) -> Weights:
     """The replica after a download: ``replica + decompress(payloads)`` (the client and the server
     both call exactly this, so their results are bit-identical)."""
-    return {name: replica[name] + decompress(payloads[name]).reshape(replica[name].shape) for name in replica}
+    return {name: replica[name] + decompress(payloads[name], replica[name].device).reshape(replica[name].shape)
+            for name in replica}
 
 
 def make_download(target: Weights, replica: Weights, config: DownlinkConfig, compressor: Compressor,

@@ -12,6 +12,7 @@ import torch
 
 from fedgc.compress.base import CompressionContext, Compressor, NaturalPayload
 from fedgc.compress.bits import pack_bits
+from fedgc.compress.randomness import generator_on
 
 
 class Natural(Compressor):
@@ -21,7 +22,8 @@ class Natural(Compressor):
         bits = tensor.detach().flatten().to(torch.float32).contiguous().view(torch.int32)
         exponent = (bits >> 23) & 0xFF
         mantissa = (bits & 0x7FFFFF).to(torch.float64) / 2**23
-        up = torch.rand(bits.shape, generator=ctx.generator, dtype=torch.float64) < mantissa
+        up = torch.rand(bits.shape, generator=generator_on(ctx.generator, bits.device), dtype=torch.float64,
+                        device=bits.device) < mantissa
         exponent = (exponent + up.to(torch.int32)).clamp(max=254)
         return NaturalPayload(exponents=exponent.to(torch.uint8), signs=pack_bits(bits < 0),
                               shape=tuple(tensor.shape))

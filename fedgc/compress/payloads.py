@@ -7,7 +7,7 @@ Every payload knows its parameter's ``shape`` and rebuilds the dense fp32 tensor
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -30,9 +30,10 @@ def _numel(shape: tuple[int, ...]) -> int:
     return math.prod(shape)
 
 
-def _signed(magnitude: torch.Tensor | float, signs: torch.Tensor, n: int) -> torch.Tensor:
-    negative = unpack_bits(signs, n)
-    return torch.where(negative, -torch.as_tensor(magnitude), torch.as_tensor(magnitude)).to(torch.float32)
+def _signed(magnitude: float, signs: torch.Tensor, n: int, device: torch.device) -> torch.Tensor:
+    negative = unpack_bits(signs, n).to(device)
+    value = torch.as_tensor(magnitude, device=device)
+    return torch.where(negative, -value, value).to(torch.float32)
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class SparsePayload:
         return _numel(self.shape)
 
     def to_dense(self) -> torch.Tensor:
-        out = torch.zeros(self.numel, dtype=torch.float32)
+        out = torch.zeros(self.numel, dtype=torch.float32, device=self.values.device)
         out[self.indices] = self.values.to(torch.float32)
         return out.reshape(self.shape)
 
@@ -84,7 +85,8 @@ class SignPayload:
     def to_dense(self) -> torch.Tensor:
         n = _numel(self.shape)
         negative = unpack_bits(self.signs, n)
-        out = torch.where(negative, torch.tensor(-self.neg_scale), torch.tensor(self.pos_scale))
+        out = torch.where(negative, torch.tensor(-self.neg_scale, device=negative.device),
+                          torch.tensor(self.pos_scale, device=negative.device))
         return out.to(torch.float32).reshape(self.shape)
 
 
@@ -97,7 +99,7 @@ class VotePayload:
     shape: tuple[int, ...]
 
     def to_dense(self) -> torch.Tensor:
-        return _signed(self.scale, self.signs, _numel(self.shape)).reshape(self.shape)
+        return _signed(self.scale, self.signs, _numel(self.shape), self.signs.device).reshape(self.shape)
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,7 @@ class TernaryPayload:
 
     def to_dense(self) -> torch.Tensor:
         codes = unpack_trits(self.trits, _numel(self.shape))
-        lookup = torch.tensor([0.0, self.scale, -self.scale], dtype=torch.float32)
+        lookup = torch.tensor([0.0, self.scale, -self.scale], dtype=torch.float32, device=codes.device)
         return lookup[codes].reshape(self.shape)
 
 
@@ -138,8 +140,9 @@ class QuantizedPayload:
         buckets = -(-n // d)
         if self.norms.numel() != buckets:
             raise ValueError(f"{self.norms.numel()} norms for {buckets} buckets")
-        level = (unpack_uint(self.codes, n, self.width) - self.levels).to(torch.float32)
-        padded = torch.zeros(buckets * d, dtype=torch.float32)  # < n + d ≤ 2n entries
+        device = self.norms.device  # the codes are bytes unpacked on the host
+        level = (unpack_uint(self.codes, n, self.width) - self.levels).to(device=device, dtype=torch.float32)
+        padded = torch.zeros(buckets * d, dtype=torch.float32, device=device)  # < n + d ≤ 2n entries
         padded[:n] = level
         out = padded.view(buckets, d).mul_(self.norms.to(torch.float32)[:, None]).div_(self.levels)
         return out.view(-1)[:n].reshape(self.shape)
@@ -155,7 +158,7 @@ class NaturalPayload:
 
     def to_dense(self) -> torch.Tensor:
         n = _numel(self.shape)
-        negative = unpack_bits(self.signs, n).to(torch.int32)
+        negative = unpack_bits(self.signs, n).to(device=self.exponents.device, dtype=torch.int32)
         bits = (negative << 31) | (self.exponents.to(torch.int32) << 23)
         return bits.view(torch.float32).reshape(self.shape)
 
@@ -174,7 +177,7 @@ class LowRankPayload:
         FMA). ``outer`` and ``add_`` are one correctly rounded IEEE operation per element; a matmul
         would leave order and fusing to the BLAS."""
         p, q = self.p.to(torch.float32), self.q.to(torch.float32)
-        out = torch.zeros(p.shape[0], q.shape[0], dtype=torch.float32)
+        out = torch.zeros(p.shape[0], q.shape[0], dtype=torch.float32, device=p.device)
         for t in range(p.shape[1]):
             out.add_(torch.outer(p[:, t], q[:, t]))
         return out.reshape(self.shape)
@@ -190,8 +193,8 @@ class SparseTernaryPayload:
     shape: tuple[int, ...]
 
     def to_dense(self) -> torch.Tensor:
-        out = torch.zeros(_numel(self.shape), dtype=torch.float32)
-        out[self.indices] = _signed(self.scale, self.signs, self.indices.numel())
+        out = torch.zeros(_numel(self.shape), dtype=torch.float32, device=self.indices.device)
+        out[self.indices] = _signed(self.scale, self.signs, self.indices.numel(), self.indices.device)
         return out.reshape(self.shape)
 
 
@@ -201,8 +204,18 @@ PAYLOAD_TYPES = (DensePayload, SparsePayload, SignPayload, VotePayload, TernaryP
                  NaturalPayload, LowRankPayload, SparseTernaryPayload)
 
 
-def decompress(payload: Payload) -> torch.Tensor:
-    """Dense fp32 tensor of any payload."""
+def decompress(payload: Payload, device: torch.device | None = None) -> torch.Tensor:
+    """Dense fp32 tensor of any payload, on ``device`` (default: where the payload's values are; bytes
+    of packed bits are made and read on the host, so a payload of bits alone decodes there)."""
     if not isinstance(payload, PAYLOAD_TYPES):
         raise TypeError(f"unknown payload type {type(payload).__name__}")
-    return payload.to_dense()
+    dense = payload.to_dense()
+    return dense if device is None else dense.to(device)
+
+
+def payload_to(payload: Payload, device: torch.device | str) -> Payload:
+    """``payload`` with every tensor on ``device`` (the same object when they all are already)."""
+    device = torch.device(device)
+    moved = {name: value.to(device) for name, value in payload.__dict__.items()
+             if isinstance(value, torch.Tensor) and value.device != device}
+    return replace(payload, **moved) if moved else payload

@@ -18,6 +18,7 @@ from pydantic import Field
 from fedgc.compress.base import CompressionContext, Compressor, DensePayload, LowRankPayload, NoOptions, Payload
 from fedgc.compress.method_memory import PowerSGDMemory
 from fedgc.compress.payloads import VALUE_DTYPES, to_value_dtype
+from fedgc.compress.randomness import generator_on
 
 if TYPE_CHECKING:
     from fedgc.compress.config import CompressionConfig
@@ -55,7 +56,7 @@ class PowerSGD(Compressor):
         memory = ctx.memory if isinstance(ctx.memory, PowerSGDMemory) else None
         q = memory.qs.get(name) if memory is not None else None
         if q is None or q.shape != (cols, rank) or not bool(q.abs().sum() > 0):
-            q = torch.randn(cols, rank, generator=ctx.generator)
+            q = torch.randn(cols, rank, generator=generator_on(ctx.generator, matrix.device), device=matrix.device)
         p = to_value_dtype(torch.linalg.qr(matrix @ q).Q, self.factor_dtype)
         q = to_value_dtype(matrix.T @ p.to(torch.float32), self.factor_dtype)  # fp16: saturated, not ±Inf
         if memory is not None:

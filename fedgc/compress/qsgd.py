@@ -14,6 +14,7 @@ from pydantic import Field
 
 from fedgc.compress.base import CompressionContext, Compressor, NoOptions, QuantizedPayload
 from fedgc.compress.bits import pack_uint
+from fedgc.compress.randomness import generator_on
 
 if TYPE_CHECKING:
     from fedgc.compress.config import CompressionConfig
@@ -40,12 +41,12 @@ class QSGD(Compressor):
     def compress(self, tensor: torch.Tensor, name: str, ctx: CompressionContext) -> QuantizedPayload:
         flat = tensor.detach().flatten().to(torch.float32)
         n, d, s = flat.numel(), self.bucket_size, self.levels
-        buckets = torch.zeros(-(-n // d) * d)
+        buckets = torch.zeros(-(-n // d) * d, device=flat.device)
         buckets[:n] = flat
         buckets = buckets.view(-1, d)
         norms = torch.linalg.vector_norm(buckets, dim=1)
         ratio = buckets.abs() / norms.clamp_min(torch.finfo(torch.float32).tiny)[:, None]
-        noise = torch.rand(buckets.shape, generator=ctx.generator)
+        noise = torch.rand(buckets.shape, generator=generator_on(ctx.generator, flat.device), device=flat.device)
         magnitude = torch.floor(ratio * s + noise).clamp(0, s)
         level = torch.where(buckets < 0, -magnitude, magnitude).flatten()[:n].to(torch.int64)
         return QuantizedPayload(codes=pack_uint(level + s, (2 * s).bit_length()), norms=norms,

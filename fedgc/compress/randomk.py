@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from fedgc.compress.base import CompressionContext, Compressor, SparsePayload
+from fedgc.compress.randomness import generator_on
 from fedgc.compress.topk import k_for
 
 if TYPE_CHECKING:
@@ -32,6 +33,6 @@ class RandomK(Compressor):
         flat = tensor.detach().flatten().to(torch.float32)
         n = flat.numel()
         k = k_for(n, ctx.density)
-        indices = torch.randperm(n, generator=ctx.generator)[:k].sort().values
+        indices = torch.randperm(n, generator=generator_on(ctx.generator, flat.device), device=flat.device)[:k].sort().values
         values = flat[indices] * (n / k) if self.unbiased else flat[indices]
         return SparsePayload(indices=indices, values=values, shape=tuple(tensor.shape))

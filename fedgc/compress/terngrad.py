@@ -11,6 +11,7 @@ import torch
 
 from fedgc.compress.base import CompressionContext, Compressor, TernaryPayload
 from fedgc.compress.bits import pack_trits
+from fedgc.compress.randomness import generator_on
 
 
 class TernGrad(Compressor):
@@ -19,6 +20,6 @@ class TernGrad(Compressor):
     def compress(self, tensor: torch.Tensor, name: str, ctx: CompressionContext) -> TernaryPayload:
         flat = tensor.detach().flatten().to(torch.float32)
         scale = float(flat.abs().max()) if flat.numel() else 0.0
-        keep = torch.rand(flat.shape, generator=ctx.generator) * scale < flat.abs()
+        keep = torch.rand(flat.shape, generator=generator_on(ctx.generator, flat.device), device=flat.device) * scale < flat.abs()
         codes = torch.where(keep, torch.where(flat < 0, 2, 1), 0)
         return TernaryPayload(trits=pack_trits(codes), scale=scale, shape=tuple(tensor.shape))

@@ -25,7 +25,7 @@ def topk_indices(flat: torch.Tensor, k: int) -> torch.Tensor:
     """Ascending indices of the ``k`` entries of ``flat`` of largest magnitude; ties at the k-th
     magnitude go to the lowest indices, NaN ranks above every number."""
     if k >= flat.numel():
-        return torch.arange(flat.numel(), dtype=torch.int64)
+        return torch.arange(flat.numel(), dtype=torch.int64, device=flat.device)
     keys = torch.nan_to_num(flat.abs(), nan=math.inf, posinf=math.inf)
     kth = torch.topk(keys, k, sorted=False).values.min()
     above = torch.nonzero(keys > kth).flatten()

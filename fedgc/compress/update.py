@@ -66,7 +66,7 @@ def compress_update(
         else:
             payload = compressor.compress(compensated, name, ctx)
         payload = _with_value_dtype(payload, dtype)
-        dense_sent = compressor.decompress(payload)
+        dense_sent = compressor.decompress(payload).to(compensated.device)  # bits decode on the host
         memory.update(name, compensated, dense_sent)
         payloads[name] = payload
         sent[name] = dense_sent

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 
 
 class DataFileError(ValueError):
@@ -17,9 +18,29 @@ class DataFileError(ValueError):
 class ArrayDataset:
     x: np.ndarray  # features, shape (n, *input_shape): float32 (images, vectors) or int64 (token sequences)
     y: np.ndarray  # int64 labels, shape (n,)
+    # Copies of (x, y) on other devices than the CPU, made by ``tensors`` (not part of the data).
+    _copies: dict[str, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict, init=False, repr=False,
+                                                                  compare=False)
 
     def __len__(self) -> int:
         return int(self.y.shape[0])
+
+    def tensors(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x, y) as tensors on ``device``. On the CPU they share the arrays' memory; on a GPU they
+        are copied there the first time and kept, so a partition crosses the bus once per process,
+        not every round it trains (the arrays never change)."""
+        if device.type == "cpu":
+            return torch.from_numpy(self.x), torch.from_numpy(self.y)
+        key = str(device)
+        if key not in self._copies:
+            self._copies[key] = (torch.from_numpy(self.x).to(device), torch.from_numpy(self.y).to(device))
+        return self._copies[key]
+
+    def __getstate__(self) -> dict:
+        return {"x": self.x, "y": self.y}  # a copy sent to another process carries no device tensors
+
+    def __setstate__(self, state: dict) -> None:
+        self.x, self.y, self._copies = state["x"], state["y"], {}
 
     def subset(self, indices: np.ndarray) -> ArrayDataset:
         return ArrayDataset(self.x[indices], self.y[indices])

@@ -76,3 +76,14 @@ def deterministic_algorithms(enabled: bool) -> Iterator[None]:
     finally:
         torch.use_deterministic_algorithms(before[0], warn_only=before[1])
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[2], before[3]
+
+
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``tensor`` on ``device`` (itself when it is there already). Host → GPU goes through page-locked
+    (pinned) memory without blocking, so the host decodes the next tensor while this one is copied;
+    PyTorch keeps the pinned block alive until its copy is done."""
+    if tensor.device == device:
+        return tensor
+    if device.type == "cuda" and tensor.device.type == "cpu":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)

@@ -157,8 +157,8 @@ def _run_chunk(model: nn.Module, start: Mapping[str, torch.Tensor], jobs: Sequen
             index[:len(batches), c, :padded.shape[1]] = padded.clamp_min(0) + offset
             valid[:len(batches), c, :padded.shape[1]] = padded >= 0
         offset += len(job.data)
-    x_all = torch.cat([torch.from_numpy(job.data.x) for job in jobs]).to(device)
-    y_all = torch.cat([torch.from_numpy(job.data.y) for job in jobs]).to(device)
+    x_all = torch.cat([job.data.tensors(device)[0] for job in jobs])  # joined on the device: each
+    y_all = torch.cat([job.data.tensors(device)[1] for job in jobs])  # partition crossed the bus once
     index, mask = index.to(device), valid.to(device=device, dtype=torch.float32)
     active_rows = [[t < job.steps for job in jobs] for t in range(steps)]
     active = torch.tensor(active_rows, device=device)

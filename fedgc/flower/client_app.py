@@ -24,7 +24,7 @@ from fedgc.compress.memory import Memory
 from fedgc.compress.update import build_compression, compress_update
 from fedgc.data import ArrayDataset
 from fedgc.data.device import TRAIN_FILE, check_fits, load_device_data
-from fedgc.execution.device import deterministic_algorithms, resolve_device
+from fedgc.execution.device import deterministic_algorithms, resolve_device, to_device
 from fedgc.execution.jobs import TrainJob
 from fedgc.flower import keys
 from fedgc.flower.batched import take_batched_update
@@ -51,8 +51,10 @@ PENDING_KEY = "fedgc.pending"
 app = ClientApp(mods=[downlink_mod])
 
 
-def _load_tensors(context: Context, key: str) -> dict[str, torch.Tensor]:
-    return unpack_state(context.state.array_records.get(key))
+def _load_tensors(context: Context, key: str, device: torch.device | None = None) -> dict[str, torch.Tensor]:
+    """Tensors kept in ``context.state`` (on the host between rounds), moved to ``device`` for this round."""
+    tensors = unpack_state(context.state.array_records.get(key))
+    return tensors if device is None else {name: to_device(t, device) for name, t in tensors.items()}
 
 
 def _store_tensors(context: Context, key: str, tensors: dict[str, torch.Tensor]) -> None:
@@ -136,8 +138,9 @@ def local_update(msg: Message, context: Context, local: ArrayDataset | None = No
     start = {name: t.detach().clone() for name, t in model.state_dict().items()}
     result = train_local(model, job.data, steps=job.steps, batch_size=job.batch_size, lr=job.lr,
                          generator=job.generator, momentum=job.momentum, weight_decay=job.weight_decay)
-    # Compression and its memory stay on the CPU (the update is encoded there); a no-op on the CPU.
-    delta = {name: (start[name] - t.detach()).cpu() for name, t in model.state_dict().items()}
+    # On the training device: compression and its memory run there too (the payloads are written
+    # from the host, fedgc.wire.codec).
+    delta = {name: start[name] - t.detach() for name, t in model.state_dict().items()}
     return delta, result, job.generator
 
 
@@ -149,12 +152,17 @@ def train(msg: Message, context: Context) -> Message:
     config = msg.content.config_records[keys.CONFIG]
     server_round = int(config[keys.SERVER_ROUND])
 
+    # The memory (DGC's momentum and residuals, error feedback) is held on the host between rounds,
+    # in context.state, and moved to the training device for this client's round only.
+    device = client_device(context)
     compressor, memory = build_compression(settings.compression)
-    memory.load_state_dict(_load_tensors(context, MEMORY_KEY))
-    settle_pending(memory, _load_tensors(context, PENDING_KEY), {int(r) for r in config.get(keys.APPLIED_ROUNDS, [])})
+    memory.load_state_dict(_load_tensors(context, MEMORY_KEY, device))
+    settle_pending(memory, _load_tensors(context, PENDING_KEY, device),
+                   {int(r) for r in config.get(keys.APPLIED_ROUNDS, [])})
 
     with deterministic_algorithms(client_deterministic(context)):
         delta, result, generator = local_update(msg, context, local)
+    delta = {name: t.to(device) for name, t in delta.items()}  # a batched result arrives on the host
     ctx = CompressionContext(round=server_round, density=float(config[keys.DENSITY]), generator=generator,
                              num_clients=int(config[keys.NUM_CLIENTS]))
     compressed = compress_update(delta, compressor, memory, ctx,

@@ -72,7 +72,7 @@ def pack_state(tensors: dict[str, torch.Tensor]) -> ArrayRecord:
     for name, tensor in tensors.items():
         if name.startswith(_RESERVED):
             raise ValueError(f"tensor name {name!r} starts with a reserved prefix")
-        tensor = tensor.detach()
+        tensor = tensor.detach().cpu()  # state lives on the host between rounds (a no-op on the CPU)
         if tensor.dtype == torch.bfloat16:
             arrays[STATE_BF16 + name] = _array(tensor.contiguous().view(torch.int16).numpy())
             continue
@@ -104,7 +104,7 @@ def unpack_state(record: ArrayRecord | None) -> dict[str, torch.Tensor]:
             name = key.removeprefix(STATE_INDICES)
             values = _tensor(record[STATE_VALUES + name])
             shape = tuple(int(d) for d in _tensor(record[STATE_SHAPE + name]).tolist())
-            dense = torch.zeros(math.prod(shape), dtype=values.dtype)
+            dense = torch.zeros(math.prod(shape), dtype=values.dtype, device=values.device)
             dense[_tensor(record[key]).to(torch.int64)] = values
             tensors[name] = dense.reshape(shape)
         else:

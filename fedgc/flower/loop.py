@@ -112,7 +112,8 @@ def round_record(server_round: int, attempt: int, stats: AggregationStats, excha
 
 
 def build_strategy(scenario: Scenario, data: FederatedData, shapes: dict[str, tuple[int, ...]],
-                   policy: SelectionPolicy, total_nodes: int, optimizer, rng: np.random.Generator) -> FedgcStrategy:
+                   policy: SelectionPolicy, total_nodes: int, optimizer, rng: np.random.Generator,
+                   device: torch.device | None = None) -> FedgcStrategy:
     """The strategy that selects, builds the training messages (``configure``: each carries the
     scenario's client config, ``fedgc.flower.client_config``) and aggregates the replies."""
     s = scenario.strategy
@@ -120,7 +121,8 @@ def build_strategy(scenario: Scenario, data: FederatedData, shapes: dict[str, tu
                          density_for_round=density_schedule(scenario), max_num_examples=s.max_num_examples,
                          clip_update_norm=s.clip_update_norm, norm_bound_factor=s.norm_bound_factor,
                          max_weight_share=s.max_weight_share, aggregation=s.aggregation,
-                         trim_fraction=s.trim_fraction, client_config=client_config_record(scenario, data.input_shape, data.num_classes))
+                         trim_fraction=s.trim_fraction, device=device,
+                         client_config=client_config_record(scenario, data.input_shape, data.num_classes))
 
 
 def run_rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, *, measured: bool = False,
@@ -142,7 +144,7 @@ def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured:
     data = federated_data(scenario)
     device = resolve_device(scenario.device)  # DeviceError (one line) before anything runs
     model = build_model_for(scenario, data)
-    weights = {k: v.detach().clone() for k, v in model.state_dict().items()}  # on the CPU: sent and aggregated there
+    weights = {k: v.detach().clone() for k, v in model.state_dict().items()}  # on the CPU: sent from there
     model.to(device)  # the server's copy, for evaluation
     shapes = {k: tuple(v.shape) for k, v in weights.items()}
     nodes = sorted(transport.get_node_ids())
@@ -157,7 +159,7 @@ def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured:
     downlink = DownlinkStage(scenario.downlink, weights, scenario.seed) if scenario.downlink.enabled else None
     optimizer = server_optimizer(scenario)
     strategy = build_strategy(scenario, data, shapes, policy, len(nodes), optimizer,
-                              np.random.default_rng(rng.integers(2**63)))
+                              np.random.default_rng(rng.integers(2**63)), device)
     # Every stateful part of the run, by its name in a checkpoint (None: not in this run). The
     # transport reports the clients' states: the inline grid holds them, the partition grid asks the nodes.
     parts = {"strategy": strategy, "optimizer": optimizer, "network": network, "downlink": downlink,

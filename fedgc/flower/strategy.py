@@ -89,7 +89,7 @@ class FedgcStrategy(FedAvg):
                  max_num_examples: int = 10_000_000,
                  clip_update_norm: float | None = None, norm_bound_factor: float | None = 5.0,
                  max_weight_share: float = 0.5, aggregation: str = "mean", trim_fraction: float = 0.1,
-                 client_config: ConfigRecord | None = None) -> None:
+                 client_config: ConfigRecord | None = None, device: torch.device | None = None) -> None:
         super().__init__(fraction_train=policy.fraction, fraction_evaluate=0.0, min_train_nodes=1,
                          min_available_nodes=1)
         self.shapes = shapes
@@ -108,6 +108,9 @@ class FedgcStrategy(FedAvg):
         self.aggregation, self.trim_fraction = aggregation, trim_fraction  # mean | trimmed_mean | median
         # The client-config record every training message carries (keys.CLIENT_CONFIG; None: none).
         self.client_config = client_config
+        # Where the aggregate, the server optimizer and its state live (the scenario's device); the
+        # model goes out and comes back as host arrays, so the rest of the run never sees the device.
+        self.device = torch.device("cpu") if device is None else device
         # The attempt in progress: the message sent to each selected node (the transport writes its id
         # into it when it pushes it) and the global model it carried, for validating the replies.
         self._sent: dict[int, Message] = {}
@@ -135,7 +138,7 @@ class FedgcStrategy(FedAvg):
                   config: ConfigRecord | None = None) -> list[Message]:
         """Select among the ``online`` nodes (seeded) and build one training message for each."""
         config = config if config is not None else ConfigRecord()
-        self._weights = {k: v.to(torch.float32) for k, v in arrays.to_torch_state_dict().items()}
+        self._weights = {k: v.to(device=self.device, dtype=torch.float32) for k, v in arrays.to_torch_state_dict().items()}
         # More nodes online than the run started with: a deployment's late joiners count in.
         population = max(self.total_nodes, len(online))
         count = min(len(online), self.policy.to_select(population))
@@ -214,8 +217,9 @@ class FedgcStrategy(FedAvg):
                 if self.aggregation != "mean" and len(accepted) >= ROBUST_MIN_UPDATES:
                     stats.capped_nodes = []  # unweighted: no share to cap
                     return coordinate_wise([u.payloads for u in accepted], self.shapes, scales, self.aggregation,
-                                           self.trim_fraction)
-                return aggregate_payloads([(w, u.payloads) for w, u in zip(shares, accepted)], self.shapes, scales)
+                                           self.trim_fraction, self.device)
+                return aggregate_payloads([(w, u.payloads) for w, u in zip(shares, accepted)], self.shapes, scales,
+                                          self.device)
             except Exception as err:  # find the update(s) at fault: each alone
                 faults = {id(u): _fails_alone(u, self.shapes) for u in accepted}
                 if not any(faults.values()):  # none fails alone: the round's aggregate is at fault
@@ -263,7 +267,7 @@ class FedgcStrategy(FedAvg):
         if len(accepted) < self.policy.min_clients or delta is None:
             stats.skipped = True
             return AggregationReport(stats)
-        new_weights = self.optimizer.step(self._weights, delta)
+        new_weights = {name: w.cpu() for name, w in self.optimizer.step(self._weights, delta).items()}
         bad = [name for name, w in new_weights.items() if not torch.isfinite(w).all()]
         if bad:
             raise Diverged(f"round {server_round}: the global model became non-finite in {bad[0]}")

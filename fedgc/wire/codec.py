@@ -27,6 +27,7 @@ from fedgc.compress.payloads import (
     SparseTernaryPayload,
     TernaryPayload,
     VotePayload,
+    payload_to,
 )
 from fedgc.wire.varint import (
     IndexCodingError,
@@ -55,7 +56,7 @@ class CodecError(ValueError):
 
 
 def _floats(values: torch.Tensor | list[float], dtype: torch.dtype = torch.float32) -> np.ndarray:
-    array = torch.as_tensor(values).detach().to(dtype).flatten().numpy()
+    array = torch.as_tensor(values, device="cpu").detach().to(dtype).flatten().numpy()
     return np.frombuffer(array.astype(NUMPY_DTYPES[dtype]).tobytes(), dtype=np.uint8)
 
 
@@ -97,7 +98,7 @@ def encode_bytes(payloads: dict[str, Payload]) -> bytes:
     """The update blob: version byte, then each payload's kind and body in the order given."""
     parts = [_u8([VERSION])]
     for payload in payloads.values():
-        parts.extend(_body(payload))
+        parts.extend(_body(payload_to(payload, "cpu")))  # a payload made on a GPU is written from the host
     return np.concatenate(parts).tobytes()
 
 
@@ -192,7 +193,7 @@ def _decode_one(r: _Reader, kind: int, shape: tuple[int, ...]) -> Payload:
         if bucket < 1:
             raise CodecError("bad-levels", f"{r.name}: bucket size 0")
         # A bucket longer than the tensor is one bucket: ceil(n/d) ≤ n norms, and nothing is sized by d.
-        norms = torch.tensor(r.scales(-(-n // bucket)), dtype=torch.float32)
+        norms = torch.tensor(r.scales(-(-n // bucket)), dtype=torch.float32, device="cpu")
         width = (2 * levels).bit_length()
         codes = r.packed(packed_len(n, width), lambda b: _check_levels(unpack_uint(b, n, width), levels, r.name))
         payload = QuantizedPayload(codes=codes, norms=norms, levels=levels, bucket_size=bucket, shape=shape)
