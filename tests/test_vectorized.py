@@ -24,7 +24,7 @@ from fedgc.training import train_local
 
 ATOL = 1e-5  # float32 deltas after a few SGD steps: summation order differs between the two paths
 
-# Every registered model, with a small input; resnet20 with BatchNorm is the fallback case below.
+# Every registered model, with a small input; resnet20 with BatchNorm has its own cases below.
 CASES = {
     "mlp": ((1, 8, 8), {"hidden": [16]}),
     "logreg": ((1, 8, 8), {}),
@@ -48,11 +48,11 @@ def dataset(name: str, shape: tuple[int, ...], n: int, seed: int) -> ArrayDatase
     return ArrayDataset(x, rng.integers(0, 10, n).astype(np.int64))
 
 
-def make_jobs(name: str, shape: tuple[int, ...], clip: bool = True) -> list[TrainJob]:
+def make_jobs(name: str, shape: tuple[int, ...], clip: bool = True, clients=CLIENTS) -> list[TrainJob]:
     return [TrainJob(dataset(name, shape, n, i), steps=steps, batch_size=5, lr=0.05 + 0.01 * i,
                       generator=torch.Generator().manual_seed(100 + i), momentum=0.9 if i != 2 else 0.0,
                       weight_decay=1e-3 * (i % 2), grad_clip_norm=0.5 if clip and i == 1 else None)
-            for i, (n, steps) in enumerate(CLIENTS)]
+            for i, (n, steps) in enumerate(clients)]
 
 
 def model_and_start(name: str, options: dict) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
@@ -119,13 +119,43 @@ def test_batch_schedule_pads_the_end_of_a_pass():
     assert sizes == [5, 5, 3, 5]
 
 
-def test_a_batchnorm_model_falls_back_with_one_notice():
+# Every batch full (sizes are multiples of 5, or a pass is never finished), different step counts.
+EVEN_CLIENTS = [(15, 4), (10, 6), (20, 2), (12, 2)]
+
+
+def test_batchnorm_statistics_are_kept_per_client():
+    """Each client's running mean, variance and batch count move with its own batches only (a finished
+    client's stay put), as in its sequential training."""
+    model = build_model("resnet20", (3, 8, 8), 10, seed=0, options={"norm": "batch"})
+    start = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    notices = []
+    expected = run_sequential(model, start, make_jobs("resnet20", (3, 8, 8), clients=EVEN_CLIENTS))
+    got = run_vectorized(model, start, make_jobs("resnet20", (3, 8, 8), clients=EVEN_CLIENTS), notice=notices.append)
+    assert notices == []  # really vectorized
+    assert_same_results(expected, got)
+    tracked = [n for n in start if n.endswith("num_batches_tracked")]
+    assert tracked and all(int(r.delta[n]) == -steps for r, (_, steps) in zip(got, EVEN_CLIENTS) for n in tracked)
+    first_mean = next(n for n in start if n.endswith("running_mean"))
+    means = [r.delta[first_mean] for r in got]
+    assert all(m.abs().max() > 1e-4 for m in means) and not torch.equal(means[0], means[1])
+
+
+def test_a_batchnorm_model_with_a_short_batch_falls_back_with_one_notice():
     model = build_model("resnet20", (3, 8, 8), 10, seed=0, options={"norm": "batch"})
     start = {k: v.detach().clone() for k, v in model.state_dict().items()}
     notices = []
     got = run_vectorized(model, start, make_jobs("resnet20", (3, 8, 8))[:2], notice=notices.append)
-    assert len(notices) == 1 and "\n" not in notices[0] and "running_mean" in notices[0]
+    assert len(notices) == 1 and "\n" not in notices[0] and "full batches of one size" in notices[0]
     assert_same_results(run_sequential(model, start, make_jobs("resnet20", (3, 8, 8))[:2]), got, exact=True)
+
+
+def test_other_buffers_fall_back_with_one_notice():
+    model = build_model("mlp", (1, 8, 8), 10, seed=0, options={"hidden": [16]})
+    model.register_buffer("scale", torch.ones(1))
+    start = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    notices = []
+    run_vectorized(model, start, make_jobs("mlp", (1, 8, 8))[:2], notice=notices.append)
+    assert len(notices) == 1 and "other than BatchNorm" in notices[0] and "scale" in notices[0]
 
 
 def test_device_parsing():

@@ -11,9 +11,14 @@ per-client gradients with ``torch.func`` (``functional_call`` + ``grad`` inside 
 * a client that has done its steps is masked: its parameters and momentum stay as they are.
 
 Clients run in chunks of ``max_clients_per_chunk`` (on CUDA, by default sized from free memory by
-``chunk_size_for_memory``; a chunk that runs out of memory is redone in halves). The deltas equal ``run_sequential``'s within float tolerance. Models
-with buffers (BatchNorm running statistics), or whose layers vmap cannot batch, train sequentially
-after a one-line notice.
+``chunk_size_for_memory``; a chunk that runs out of memory is redone in halves). The deltas equal
+``run_sequential``'s within float tolerance.
+
+BatchNorm's running statistics are per client too: each client's buffers ride through the vmapped
+step beside its parameters, updated in place by its own batches (a finished client's are put back).
+A padded sample would enter a batch's statistics, so a BatchNorm model trains vectorized only when
+every batch of every client is full and of one size. Models with other buffers, BatchNorm that
+needs a padded batch, or layers vmap cannot batch train sequentially after a one-line notice.
 """
 
 from __future__ import annotations
@@ -52,28 +57,51 @@ def batch_schedule(job: TrainJob) -> list[torch.Tensor]:
 
 def unsupported_reason(model: nn.Module) -> str | None:
     """Why ``model`` cannot train vectorized, or ``None`` when it can (as far as its structure tells)."""
-    buffers = [name for name, _ in model.named_buffers()]
-    if buffers:
-        return f"the model has buffers ({buffers[0]}{', ...' if len(buffers) > 1 else ''}), e.g. BatchNorm running statistics"
+    norms = {name for name, m in model.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)}
+    others = [name for name, _ in model.named_buffers() if name.rpartition(".")[0] not in norms]
+    if others:
+        return f"the model has buffers other than BatchNorm's running statistics ({others[0]})"
+    return None
+
+
+def _batch_widths(job: TrainJob) -> set[int]:
+    """The sizes of the client's minibatches (``batch_schedule``'s, without drawing an order)."""
+    n, size, widths, cursor = len(job.data), job.batch_size, set(), 0
+    for _ in range(job.steps):
+        if cursor >= n:
+            cursor = 0
+        widths.add(min(size, n - cursor))
+        cursor += size
+    return widths
+
+
+def uneven_batches(model: nn.Module, jobs: Sequence[TrainJob]) -> str | None:
+    """Why a BatchNorm model's batches cannot be stacked without padding, or ``None``."""
+    if next(model.buffers(), None) is None:
+        return None  # padding is masked out of the loss; only batch statistics would see it
+    widths = set().union(*(_batch_widths(job) for job in jobs))
+    if len(widths) > 1:
+        return f"BatchNorm statistics need full batches of one size; these clients' batches have {sorted(widths)} examples"
     return None
 
 
 def _grad_fn(model: nn.Module) -> Callable:
-    def loss_one(params, x, y, mask):
-        per_sample = F.cross_entropy(functional_call(model, params, (x,)), y, reduction="none")
+    def loss_one(params, buffers, x, y, mask):  # buffers (BatchNorm statistics) are updated in place
+        per_sample = F.cross_entropy(functional_call(model, (params, buffers), (x,)), y, reduction="none")
         loss = (per_sample * mask).sum() / mask.sum().clamp_min(1.0)
         return loss, loss.detach()
     return vmap(grad(loss_one, has_aux=True))
 
 
 def _probe(model: nn.Module, job: TrainJob, device: torch.device) -> str | None:
-    """Try one vmapped gradient on two one-sample clients: ``None``, or why vmap cannot do it."""
-    worker = copy.deepcopy(model).to(device)
+    """Try one vmapped gradient on two clients of (up to) two samples: ``None``, or why vmap cannot do it."""
+    worker = copy.deepcopy(model).to(device).train()
     params = {n: p.detach().unsqueeze(0).repeat(2, *[1] * p.dim()) for n, p in worker.named_parameters()}
-    x = torch.from_numpy(job.data.x[:1]).to(device).unsqueeze(0).repeat(2, *[1] * job.data.x.ndim)
-    y = torch.from_numpy(job.data.y[:1]).to(device).unsqueeze(0).repeat(2, 1)
+    buffers = {n: b.detach().unsqueeze(0).repeat(2, *[1] * b.dim()) for n, b in worker.named_buffers()}
+    x = torch.from_numpy(job.data.x[:2]).to(device).unsqueeze(0).repeat(2, *[1] * job.data.x.ndim)
+    y = torch.from_numpy(job.data.y[:2]).to(device).unsqueeze(0).repeat(2, 1)
     try:
-        _grad_fn(worker)(params, x, y, torch.ones(2, 1, device=device))
+        _grad_fn(worker)(params, buffers, x, y, torch.ones(2, y.shape[1], device=device))
     except Exception as err:  # noqa: BLE001 - any failure means: train this model sequentially
         return f"vmap cannot batch it: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
     return None
@@ -114,12 +142,12 @@ def run_vectorized(model: nn.Module, start: Mapping[str, torch.Tensor], jobs: Se
     device = resolve_device(device)
     if not jobs:
         return []
-    reason = unsupported_reason(model) or _probe(model, jobs[0], device)
+    reason = unsupported_reason(model) or uneven_batches(model, jobs) or _probe(model, jobs[0], device)
     if reason is not None:
         notice(f"fedgc: vectorized client execution unavailable ({reason}); training the clients sequentially")
         return run_sequential(model, start, jobs, device=device, out_device=out_device)
     chunk = max_clients_per_chunk or chunk_size_for_memory(model, jobs, device) or len(jobs)
-    worker = copy.deepcopy(model).to(device)
+    worker = copy.deepcopy(model).to(device).train()  # as train_local: BatchNorm uses batch statistics
     results: list[TrainResult] = []
     while len(results) < len(jobs):
         part = jobs[len(results):len(results) + chunk]
@@ -164,12 +192,14 @@ def _run_chunk(model: nn.Module, start: Mapping[str, torch.Tensor], jobs: Sequen
     active = torch.tensor(active_rows, device=device)
 
     names = [name for name, _ in model.named_parameters()]
+    buffer_names = [name for name, _ in model.named_buffers()]
     if all(job.start is None for job in jobs):
-        origin = {n: start[n].detach().to(device).unsqueeze(0) for n in names}  # broadcast over clients
+        origin = {n: start[n].detach().to(device).unsqueeze(0) for n in names + buffer_names}  # broadcast
     else:
         origin = {n: torch.stack([(start if job.start is None else job.start)[n].detach().to(device) for job in jobs])
-                  for n in names}
+                  for n in names + buffer_names}
     params = {n: origin[n].expand(clients, *origin[n].shape[1:]).clone() for n in names}
+    stats = {n: origin[n].expand(clients, *origin[n].shape[1:]).clone() for n in buffer_names}
     lr = _per_client([job.lr for job in jobs], device)
     momentum = _per_client([job.momentum for job in jobs], device)
     decay = _per_client([job.weight_decay for job in jobs], device)
@@ -183,11 +213,14 @@ def _run_chunk(model: nn.Module, start: Mapping[str, torch.Tensor], jobs: Sequen
         return v.view(clients, *[1] * (like.dim() - 1))
 
     for t in range(steps):
-        grads, loss = grad_fn(params, x_all[index[t]], y_all[index[t]], mask[t])
+        everyone = all(active_rows[t])
+        before = {} if everyone else {n: b.clone() for n, b in stats.items()}
+        grads, loss = grad_fn(params, stats, x_all[index[t]], y_all[index[t]], mask[t])
         if any(c is not None for c in clip):
             grads = _clip(grads, clip, device)
-        everyone = all(active_rows[t])
         with torch.no_grad():
+            for n, old in before.items():  # a finished client's statistics stay as they were
+                stats[n] = torch.where(shaped(active[t], old), stats[n], old)
             for n in names:
                 p, g = params[n], grads[n]
                 if use_decay:
@@ -201,6 +234,7 @@ def _run_chunk(model: nn.Module, start: Mapping[str, torch.Tensor], jobs: Sequen
 
     with torch.no_grad():
         deltas = {n: (origin[n] - params[n]).to(out_device) for n in names}
+        deltas.update({n: (origin[n] - stats[n]).to(out_device) for n in buffer_names})
     losses, samples = loss_sum.cpu().tolist(), valid.sum(dim=(0, 2)).tolist()
     return [TrainResult(delta={n: deltas[n][c] for n in start if n in deltas},
                          train=LocalTrainResult(steps=job.steps, samples=int(samples[c]),
