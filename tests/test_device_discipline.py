@@ -178,7 +178,7 @@ def test_on_a_gpu_draws_come_from_a_gpu_generator_seeded_by_the_clients():
         out = client_rounds(name, rounds)
         for key in ("payloads1", "sent1", "sent2", "memory"):
             assert all(t.device.type == "cuda" for t in tensors_of(out[key])
-                       if not (t.dtype == torch.uint8)), (name, key)  # packed bits are made on the host
+                       if t.dtype != torch.uint8), (name, key)  # packed bits are made on the host
 
 
 def test_moving_a_payload_copies_only_what_is_elsewhere():

@@ -10,8 +10,9 @@ import torch
 from fedgc.compress import make_compressor
 from fedgc.compress.base import CompressionContext, decompress
 from fedgc.compress.config import CompressionConfig
-from fedgc.compress.dgc import DGC, sampled_topk_indices, sampling_generator
+from fedgc.compress.dgc import DGC, sampled_topk_indices
 from fedgc.compress.dgc_memory import DGCMemory
+from fedgc.compress.randomness import generator_on
 from fedgc.compress.update import build_compression, compress_update
 from fedgc.compress.warmup import warmup_density
 
@@ -184,10 +185,10 @@ def test_the_sample_is_drawn_where_the_tensor_is():
     """On the tensor's device the client's own generator draws the positions (the CPU's stream is
     today's); elsewhere a generator on that device, seeded by one draw of the client's."""
     own = torch.Generator().manual_seed(5)
-    assert sampling_generator(own, torch.device("cpu")) is own
+    assert generator_on(own, torch.device("cpu")) is own
     if torch.cuda.is_available():
         before = own.get_state()
-        there = sampling_generator(own, torch.device("cuda", 0))
+        there = generator_on(own, torch.device("cuda", 0))
         assert there.device.type == "cuda" and not torch.equal(own.get_state(), before)
 
 

@@ -59,15 +59,6 @@ def indices_at_or_above(flat: torch.Tensor, threshold: float | torch.Tensor) -> 
     return mask.nonzero().view(-1)
 
 
-def sampling_generator(generator: torch.Generator, device: torch.device) -> torch.Generator:
-    """The generator to draw the sample's positions with, on ``device``: the client's own when it is
-    there (on the CPU: today's stream, bit for bit); else one seeded by a single draw from it, so a
-    GPU run draws its s positions on the GPU instead of on the host and copying them over."""
-    sampler = generator_on(generator, device)
-    assert sampler is not None
-    return sampler
-
-
 def sampled_topk_indices(
     flat: torch.Tensor, k: int, sample_ratio: float, generator: torch.Generator, *, device_threshold: bool = False
 ) -> tuple[torch.Tensor, int]:
@@ -80,7 +71,7 @@ def sampled_topk_indices(
     0.8·k unless the lowerings run out, each at least as large in magnitude as every entry left out.
 
     On a GPU (or with ``device_threshold``) the positions are drawn with a generator on the device
-    (``sampling_generator``) and the threshold stays a device tensor: no host synchronisation but the
+    (``fedgc.compress.randomness.generator_on``) and the threshold stays a device tensor: no host synchronisation but the
     pass's own count.
     """
     numel = flat.numel()
@@ -89,8 +80,7 @@ def sampled_topk_indices(
     num_samples = min(numel, max(MIN_SAMPLES, math.ceil(sample_ratio * numel)))
     if num_samples >= numel:  # exact top-k (sample_ratio = 1.0 or a small tensor)
         return topk_indices(flat, k), 1
-    sampler = sampling_generator(generator, flat.device)
-    picks = torch.randint(numel, (num_samples,), generator=sampler, device=sampler.device)
+    picks = torch.randint(numel, (num_samples,), generator=generator_on(generator, flat.device), device=flat.device)
     sample = flat[picks].abs()
     top_in_sample = max(1, math.ceil(num_samples * k / numel))
     threshold: float | torch.Tensor = sample.topk(top_in_sample, sorted=False).values.min()
