@@ -1,5 +1,6 @@
 package fedgc.client;
 
+import fedgc.wire.Unsigned;
 import fedgc.compress.ClientCompression;
 import fedgc.compress.CompressedUpdate;
 import fedgc.compress.CompressionContext;
@@ -400,7 +401,7 @@ public class FedgcHandler implements MessageHandler {
                 throw new Refused("cannot read the client state " + stateFile + ": " + e.getMessage());
             }
             if (stateFile.exists()) {
-                Log.info("fedgc: state loaded from " + stateFile + " (run " + (state.runId == null ? "?" : Long.toUnsignedString(state.runId))
+                Log.info("fedgc: state loaded from " + stateFile + " (run " + (state.runId == null ? "?" : Unsigned.toString(state.runId))
                     + ", " + state.memory.size() + " memory tensors, " + state.pending.size() + " pending, replica "
                     + (state.replica == null ? "none" : digest(state.replica)) + ")");
             }
@@ -408,8 +409,8 @@ public class FedgcHandler implements MessageHandler {
         if (state.runId == null || state.runId != context.runId) {
             if (state.runId != null || !state.memory.isEmpty() || !state.pending.isEmpty() || state.replica != null) {
                 Log.info("fedgc: the state in " + stateFile + " belongs to run "
-                    + (state.runId == null ? "?" : Long.toUnsignedString(state.runId)) + "; run "
-                    + Long.toUnsignedString(context.runId) + " starts with an empty one");
+                    + (state.runId == null ? "?" : Unsigned.toString(state.runId)) + "; run "
+                    + Unsigned.toString(context.runId) + " starts with an empty one");
             }
             state = new FedgcState();
             state.runId = context.runId;

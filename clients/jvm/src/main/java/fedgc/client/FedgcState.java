@@ -1,5 +1,6 @@
 package fedgc.client;
 
+import fedgc.wire.Unsigned;
 import fedgc.compress.Tensor;
 import fedgc.train.Dataset;
 import java.io.ByteArrayInputStream;
@@ -80,7 +81,7 @@ public final class FedgcState {
                 pending.put(key.substring(PENDING.length()), values);
             } else if (key.startsWith(RUN) && values.length == 0) {
                 try {
-                    runId = Long.parseUnsignedLong(key.substring(RUN.length()));
+                    runId = Unsigned.parse(key.substring(RUN.length()));
                 } catch (NumberFormatException err) {
                     throw new IOException(where + ": bad run entry " + key);
                 }
@@ -100,7 +101,7 @@ public final class FedgcState {
         ByteArrayOutputStream bytes = new ByteArrayOutputStream();
         ZipOutputStream zip = new ZipOutputStream(bytes);
         if (runId != null) {
-            entry(zip, RUN + Long.toUnsignedString(runId), new float[0], new long[] {0});
+            entry(zip, RUN + Unsigned.toString(runId), new float[0], new long[] {0});
         }
         for (Map.Entry<String, float[]> e : memory.entrySet()) {
             entry(zip, MEMORY + e.getKey(), e.getValue(), new long[] {e.getValue().length});

@@ -1,5 +1,7 @@
 package fedgc.client;
 
+import fedgc.wire.Unsigned;
+
 /** Flower's message {@code Metadata}. Ids are unsigned 64-bit values held in a long. */
 public final class Metadata {
     public long runId;
@@ -41,9 +43,9 @@ public final class Metadata {
 
     @Override
     public String toString() {
-        return "Metadata(run_id=" + Long.toUnsignedString(runId) + ", message_id=" + messageId
-            + ", src_node_id=" + Long.toUnsignedString(srcNodeId) + ", dst_node_id="
-            + Long.toUnsignedString(dstNodeId) + ", reply_to_message_id=" + replyToMessageId
+        return "Metadata(run_id=" + Unsigned.toString(runId) + ", message_id=" + messageId
+            + ", src_node_id=" + Unsigned.toString(srcNodeId) + ", dst_node_id="
+            + Unsigned.toString(dstNodeId) + ", reply_to_message_id=" + replyToMessageId
             + ", group_id=" + groupId + ", ttl=" + ttl + ", message_type=" + messageType
             + ", created_at=" + createdAt + ")";
     }

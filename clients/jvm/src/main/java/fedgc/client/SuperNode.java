@@ -1,5 +1,6 @@
 package fedgc.client;
 
+import fedgc.wire.Unsigned;
 import com.google.protobuf.ByteString;
 import flwr.proto.FleetOuterClass;
 import flwr.proto.Heartbeat;
@@ -283,7 +284,7 @@ public final class SuperNode {
         long runId = header.getMetadata().getRunId();
         String messageId = header.getMetadata().getMessageId();
         Log.info("");
-        Log.info("[RUN " + Long.toUnsignedString(runId)
+        Log.info("[RUN " + Unsigned.toString(runId)
             + (header.getMetadata().getGroupId().isEmpty() ? "" : ", ROUND " + header.getMetadata().getGroupId()) + "]");
         Log.info("Receiving: " + header.getMetadata().getMessageType() + " message (ID: " + messageId + ")");
         Message message;
@@ -302,7 +303,7 @@ public final class SuperNode {
             Log.info("Received successfully");
         } catch (FleetException e) {
             if (e.status == 403) {
-                Log.info("Run " + Long.toUnsignedString(runId) + " is not in RUNNING status. Ignoring message " + messageId + ".");
+                Log.info("Run " + Unsigned.toString(runId) + " is not in RUNNING status. Ignoring message " + messageId + ".");
                 return true;
             }
             Log.error("Failed to receive message " + messageId + ": " + e.getMessage());
@@ -339,7 +340,7 @@ public final class SuperNode {
             for (Map.Entry<String, Transport.Scalar> e : response.getRun().getOverrideConfigMap().entrySet()) {
                 config.put(e.getKey(), scalar(e.getValue()));
             }
-            Log.info("Run " + Long.toUnsignedString(runId) + ": " + response.getRun().getFabId() + " "
+            Log.info("Run " + Unsigned.toString(runId) + ": " + response.getRun().getFabId() + " "
                 + response.getRun().getFabVersion() + " (FAB " + response.getRun().getFabHash() + ", not run here)");
             runs.put(runId, config);
         }
@@ -427,7 +428,7 @@ public final class SuperNode {
                 FleetOuterClass.PushMessagesResponse.parser(), 0));
         } catch (FleetException e) {
             if (e.status == 403) {
-                Log.info("Run " + Long.toUnsignedString(reply.metadata.runId) + " is not in RUNNING status. Ignoring reply.");
+                Log.info("Run " + Unsigned.toString(reply.metadata.runId) + " is not in RUNNING status. Ignoring reply.");
                 return;
             }
             throw e;

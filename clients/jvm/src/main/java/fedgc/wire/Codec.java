@@ -250,15 +250,15 @@ public final class Codec {
             }
             case Payload.QSGD: {
                 long levels = r.varint();
-                if (Long.compareUnsigned(levels, 1) < 0 || Long.compareUnsigned(levels, MAX_QSGD_LEVELS) > 0) {
-                    throw new CodecException("bad-levels", r.name + ": levels=" + Long.toUnsignedString(levels));
+                if (Unsigned.compare(levels, 1) < 0 || Unsigned.compare(levels, MAX_QSGD_LEVELS) > 0) {
+                    throw new CodecException("bad-levels", r.name + ": levels=" + Unsigned.toString(levels));
                 }
                 long bucket = r.varint();
                 if (bucket == 0) {
                     throw new CodecException("bad-levels", r.name + ": bucket size 0");
                 }
                 // ceil(n / bucket) norms: a bucket longer than the tensor is one bucket
-                int buckets = Long.compareUnsigned(bucket, n) >= 0 ? (n > 0 ? 1 : 0)
+                int buckets = Unsigned.compare(bucket, n) >= 0 ? (n > 0 ? 1 : 0)
                     : (int) ((n + bucket - 1) / bucket);
                 float[] norms = r.scales(buckets);
                 int width = 32 - Integer.numberOfLeadingZeros(2 * (int) levels);
@@ -293,8 +293,8 @@ public final class Codec {
                 int rows = shape.length == 0 ? 1 : (int) shape[0];
                 int cols = rows == 0 ? 0 : n / rows;
                 long rank = r.varint();
-                if (Long.compareUnsigned(rank, 1) < 0 || Long.compareUnsigned(rank, Math.min(rows, cols)) > 0) {
-                    throw new CodecException("bad-rank", r.name + ": rank " + Long.toUnsignedString(rank) + " for a "
+                if (Unsigned.compare(rank, 1) < 0 || Unsigned.compare(rank, Math.min(rows, cols)) > 0) {
+                    throw new CodecException("bad-rank", r.name + ": rank " + Unsigned.toString(rank) + " for a "
                         + rows + "x" + cols + " matrix");
                 }
                 float[] p = r.floats(rows * (int) rank, dtype);
@@ -415,8 +415,8 @@ public final class Codec {
                 if (mode == 0) {
                     long[] count = new long[1];
                     int used = Varints.read(data, start, data.length, count, 1);
-                    if (Long.compareUnsigned(count[0], numel) > 0) {
-                        throw new CodecException("bad-indices", name + ": " + Long.toUnsignedString(count[0])
+                    if (Unsigned.compare(count[0], numel) > 0) {
+                        throw new CodecException("bad-indices", name + ": " + Unsigned.toString(count[0])
                             + " indices for " + numel + " entries");
                     }
                     int k = (int) count[0];
@@ -426,7 +426,7 @@ public final class Codec {
                     long index = -1;
                     for (int j = 0; j < k; j++) {
                         used += Varints.read(data, start + used, data.length, gap, 1);
-                        if (Long.compareUnsigned(gap[0], numel) >= 0) {
+                        if (Unsigned.compare(gap[0], numel) >= 0) {
                             throw new CodecException("bad-indices", name + ": index out of bounds");
                         }
                         index += gap[0] + 1;

@@ -219,7 +219,7 @@ public abstract class Payload {
 
         /** Entries per bucket as the decoder computes with: min(d, n), at least 1. */
         public int effectiveBucket() {
-            return Long.compareUnsigned(bucket, numel) > 0 ? Math.max(1, numel) : (int) Math.max(1, bucket);
+            return Unsigned.compare(bucket, numel) > 0 ? Math.max(1, numel) : (int) Math.max(1, bucket);
         }
 
         public int code(int i) {
