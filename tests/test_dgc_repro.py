@@ -1,0 +1,102 @@
+"""The pure logic of bench/dgc_repro.py: variants, one run's figures, seeds' aggregation, the block."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+@pytest.fixture(scope="module")
+def repro():
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location("dgc_repro_under_test", BENCH / "dgc_repro.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+COMPRESSION = {"momentum": 0.9, "clip_norm": 0.5, "density": 0.001, "warmup_rounds": 4, "sample_ratio": 0.01}
+
+
+def test_variants(repro):
+    v = repro.variants(COMPRESSION, 4, dense_clip=True, extra=False)
+    assert list(v) == ["dense", "dgc", "no_momentum_correction", "no_clipping", "no_masking", "no_warmup"]
+    assert v["dgc"] == []
+    assert "compression.name=none" in v["dense"] and "strategy.server_momentum=0.9" in v["dense"]
+    assert "strategy.clip_update_norm=0.25" in v["dense"]  # C / sqrt(N): DGC's per-worker threshold
+    assert v["no_clipping"] == ["compression.clip_norm=null"]
+    assert "strategy.server_optimizer=momentum" in v["no_momentum_correction"]
+    unclipped = repro.variants(COMPRESSION, 4, dense_clip=False, extra=True)
+    assert not any(s.startswith("strategy.clip_update_norm") for s in unclipped["dense"])
+    assert unclipped["dense_no_clipping"] == unclipped["dense"]
+    assert unclipped["no_momentum_correction_no_momentum"] == ["compression.momentum_correction=false"]
+
+
+def _rows(rounds: int, accs: dict[int, float], dense: bool) -> list[dict]:
+    rows = []
+    for r in range(1, rounds + 1):
+        density = 1.0 if dense else (0.25 if r <= 4 else 0.001)
+        up = 1000 if dense else (250 if r <= 4 else 10)
+        rows.append({"round": r, "density": density, "bytes_up": 4 * up, "dense_bytes_up": 4000, "completed": 4,
+                     "client_upload_bytes": [up] * 4, "train_loss": 2.0 + (r == 3), "clipped_nodes": [1] if r == 2 else [],
+                     "accuracy": accs.get(r), "loss": (1.0 + r / 100) if r in accs else None})
+    return rows
+
+
+def test_summarize_run(repro):
+    rows = _rows(20, {5: 0.2, 10: 0.3, 15: 0.4, 20: 0.5}, dense=False)
+    r = repro.summarize_run(rows, {"wall_time_s": 12.0, "rounds": 20}, rounds=20)
+    assert r["final_accuracy"] == 0.5 and r["final_loss"] == pytest.approx(1.2)
+    assert r["perplexity"] == pytest.approx(math.exp(1.2))
+    assert r["mean_last3_accuracy"] == pytest.approx(0.4)
+    assert r["early_accuracy"] is None  # round 2 (= rounds // 10) was not evaluated
+    assert r["ratio_after_warmup"] == pytest.approx(100.0)  # 4000 / 40 over rounds 5..20
+    assert r["upload_bytes_per_message_after_warmup"] == pytest.approx(10.0)
+    assert r["max_train_loss"] == 3.0 and r["clipped_share"] == pytest.approx(0.25 / 20)
+    assert not r["partial"]
+    cut = repro.summarize_run(rows[:17], None, rounds=20)  # in progress: up to its last evaluation
+    assert cut["partial"] and cut["rounds"] == 15 and cut["final_accuracy"] == 0.4
+
+
+def test_aggregate_mean_and_sample_std(repro):
+    runs = {s: repro.summarize_run(_rows(10, {5: a, 10: b}, dense=True), {"wall_time_s": 1.0}, rounds=10)
+            for s, (a, b) in enumerate([(0.1, 0.3), (0.2, 0.5)])}
+    agg = repro.aggregate(runs)
+    assert agg["n"] == 2 and agg["seeds"] == [0, 1]
+    assert agg["final_accuracy"] == pytest.approx(0.4)
+    assert agg["final_accuracy_std"] == pytest.approx(math.sqrt(0.02))  # sample std (n - 1), not population
+    assert agg["accuracy_curve"] == [(5, pytest.approx(0.15)), (10, pytest.approx(0.4))]
+    assert repro.mean_std([3.0]) == (3.0, 0.0)
+
+
+def test_block_written_between_markers(repro, tmp_path):
+    runs = {0: repro.summarize_run(_rows(10, {5: 0.2, 10: 0.4}, dense=True), {"wall_time_s": 1.0}, rounds=10),
+            1: repro.summarize_run(_rows(10, {5: 0.2, 10: 0.5}, dense=True), {"wall_time_s": 1.0}, rounds=10)}
+    results = {"dense": repro.aggregate(runs), "dgc": repro.aggregate({0: runs[0]})}
+    scenario = {"name": "toy", "rounds": 10, "data": {"num_clients": 4, "partition": "iid", "dataset": "x",
+                                                      "max_test_samples": None},
+                "model": {"name": "m"}, "client": {"batch_size": 8, "lr": 0.1}, "eval": {"every": 5},
+                "compression": COMPRESSION}
+    sets = repro.variants(COMPRESSION, 4, True, False)
+    begin, end = "<!-- toy-repro:begin -->", "<!-- toy-repro:end -->"
+    path = tmp_path / "results.md"
+    path.write_text(f"# R\n\nbefore\n\n{begin}\nold\n{end}\n\nafter\n")
+    repro.write_block(path, begin, end, repro.render(results, scenario, sets, ["rounds=10"], begin, end, None))
+    text = path.read_text()
+    assert text.startswith("# R\n\nbefore\n\n" + begin) and text.endswith(end + "\n\nafter\n")
+    assert "old" not in text
+    assert "| `dense` | 2 | 45.00 ± 7.07 | +0.00 |" in text
+    assert "| `dgc` | 1 | 40.00 | -5.00 |" in text
+    fig = repro.figures(results)
+    assert fig["dgc_minus_dense_pp"] == pytest.approx(-5.0) and fig["dgc_within_1pp"] is False
+    json.dumps(fig)  # the last line must be JSON
