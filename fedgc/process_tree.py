@@ -25,6 +25,13 @@ def _proc_stat(pid: str) -> tuple[int, str, int, int] | None:
         return None
 
 
+def proc_start_time(pid: int) -> int | None:
+    """Start time of a live process (clock ticks since boot): with its pid, it names one process,
+    never a later one that reuses the pid. None if it is gone or a zombie."""
+    stat = _proc_stat(str(pid))
+    return None if stat is None or stat[1] in ("Z", "X") else stat[3]
+
+
 def _live_pids(match: Callable[[str, int], bool]) -> list[int]:
     """Processes (not zombies, not this one) for which ``match(pid, session)`` holds."""
     found = []
@@ -83,12 +90,17 @@ class Family:
     (checked by its start time, so a reused pid is not) after its parent died and it was re-parented
     away, and its own children join. Read before anything is signalled, it holds the whole tree."""
 
-    def __init__(self, roots: list[int]) -> None:
-        self._seen: dict[int, int] = {}
+    def __init__(self, roots: list[int], known: dict[int, int] | None = None) -> None:
+        """``roots`` as they are now; ``known``: pid -> start time recorded earlier (a pid whose
+        process has another start time now is a different process, and is left out)."""
+        self._seen: dict[int, int] = dict(known or {})
         for pid in roots:
-            stat = _proc_stat(str(pid))
-            if stat is not None:
-                self._seen[pid] = stat[3]
+            self.add(pid)
+
+    def add(self, pid: int) -> None:
+        start = proc_start_time(pid)
+        if start is not None:
+            self._seen[pid] = start
 
     def members(self) -> list[int]:
         table = {int(p): s for p in os.listdir("/proc") if p.isdigit() and (s := _proc_stat(p)) is not None}

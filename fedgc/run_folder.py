@@ -9,6 +9,9 @@
   or a sweep) writes the folder. A second process gets ``RunFolderError`` at once. The kernel drops
   the lock when the process ends, however it ends, so a killed run never leaves a stale lock.
 
+Before a folder is resumed or overwritten, whatever is still alive of a runtime an earlier run of it
+started (``fedgc.runtime_record``) is stopped, with one line on stderr.
+
 Every ``RunFolderError`` is one line (the CLI prints it with exit code 2).
 """
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -88,6 +92,8 @@ def claim_folder(folder: Path, *, overwrite: bool = False) -> RunLock:
     lock = RunLock(folder)
     try:
         if _contents(folder):
+            if overwrite and was_fedgc:
+                _stop_leftovers(folder)
             if not overwrite:
                 raise RunFolderError(f"--out {folder} already holds files (another run's?): choose a new "
                                      "folder, or add --overwrite to clear it first")
@@ -124,4 +130,15 @@ def lock_existing(folder: Path) -> RunLock:
     """Lock a run folder that must already exist (``--resume``)."""
     if not folder.is_dir():
         raise RunFolderError(f"--resume {folder}: no such run folder")
-    return RunLock(folder)
+    lock = RunLock(folder)
+    _stop_leftovers(folder)
+    return lock
+
+
+def _stop_leftovers(folder: Path) -> None:
+    """A runtime an earlier, killed run of this folder started and that is somehow still running
+    (fedgc.runtime_record) is stopped before the folder is used again, in one line each."""
+    from fedgc.runtime_record import stop_all_leftovers
+
+    for line in stop_all_leftovers(folder):
+        print(line, file=sys.stderr)

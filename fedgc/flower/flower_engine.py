@@ -3,7 +3,10 @@ submitted the way Flower 1.41 documents it: a local SuperLink started with ``--s
 ``flwr run`` (``fedgc.flower.runtime_processes`` has the details).
 
 However the command ends (done, failed, Ctrl-C or SIGTERM), every process the runtime started, Ray's
-included, is stopped and waited for before it returns: SIGTERM, then SIGKILL after 10 s.
+included, is stopped and waited for before it returns: SIGTERM, then SIGKILL after 10 s. If the
+command is killed outright (SIGKILL, the OOM killer), its guard process (``fedgc.process_guard``) does
+it, and ``<out>/flower-logs/runtime.json`` (``fedgc.runtime_record``) lets ``--resume`` or
+``--overwrite`` of the folder stop anything still left.
 
 Why a generated app folder and not the repository: ``flwr run`` packs every matching file under the
 app folder into the FAB (walking ``.venv`` on the way), and an installed fedgc has no repository.
@@ -39,7 +42,9 @@ from fedgc.flower.runtime_processes import (
 )
 from fedgc.flower.setup import NODE_WAIT_S, OUT_DIR, QUIET, SCENARIO_PATH, SCENARIO_YAML
 from fedgc.metrics import Summary, read_summary
+from fedgc.process_guard import Guard
 from fedgc.process_tree import RUNTIME_TOKEN, Family, adopts_orphans, descendants, terminate, token_holders
+from fedgc.runtime_record import write_record
 from fedgc.scenario import Scenario, dump_scenario
 
 CONNECTION = "fedgc-local-simulation"
@@ -140,21 +145,27 @@ def run_on_simulation_runtime(scenario: Scenario, out_dir: Path | None, *, quiet
             print(f"engine flower: local SuperLink on 127.0.0.1:{port}, {scenario.data.num_clients} simulated "
                   f"SuperNodes; Flower's logs in {logs}", file=sys.stderr)
         link = None
-        try:
-            with sigterm_as_interrupt():
-                link = start_superlink(port, logs, env, simulation=True)
-                flwr_run(app_dir, CONNECTION, run_config, env, logs / "flwr-run.log",
-                         federation_config=federation_config(scenario, resolve_device(scenario.device)))
-        finally:
-            # Also when interrupted (Ctrl-C, SIGTERM): nothing the runtime started may go on writing
-            # the run folder after this returns.
-            with signals_ignored():
-                family = Family([link.process.pid]) if link is not None and os.path.isdir("/proc") else None
-                if family is not None:
-                    family.members()  # the whole tree, before anything in it is stopped
-                if link is not None:
-                    link.stop()
-                terminate(lambda: runtime_processes(env[RUNTIME_TOKEN], family))
+        # The guard ends the runtime if this process dies without doing so (SIGKILL, the OOM killer);
+        # the record lets a later --resume or --overwrite of the folder stop what is left of it.
+        with Guard() as guard:
+            try:
+                with sigterm_as_interrupt():
+                    link = start_superlink(port, logs, env, simulation=True, guard=guard)
+                    if out_dir is not None:
+                        write_record(out, env[RUNTIME_TOKEN], port, {"flower-superlink": link.process.pid})
+                    flwr_run(app_dir, CONNECTION, run_config, env, logs / "flwr-run.log",
+                             federation_config=federation_config(scenario, resolve_device(scenario.device)),
+                             guard=guard)
+            finally:
+                # Also when interrupted (Ctrl-C, SIGTERM): nothing the runtime started may go on writing
+                # the run folder after this returns.
+                with signals_ignored():
+                    family = Family([link.process.pid]) if link is not None and os.path.isdir("/proc") else None
+                    if family is not None:
+                        family.members()  # the whole tree, before anything in it is stopped
+                    if link is not None:
+                        link.stop()
+                    terminate(lambda: runtime_processes(env[RUNTIME_TOKEN], family))
         summary = out / "summary.json"
         if not summary.exists():
             raise FlowerRunFailed(f"the Flower run failed ({_last_error(logs / 'flwr-run.log')}); "

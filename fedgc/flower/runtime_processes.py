@@ -30,6 +30,7 @@ import time
 import uuid
 from pathlib import Path
 
+from fedgc.process_guard import Guard, shared_guard
 from fedgc.process_tree import RUNTIME_TOKEN, session_members, terminate
 
 
@@ -65,14 +66,19 @@ def script(name: str) -> str:
 
 class ManagedProcess:
     """A child process in its own process group, logged to a file, stopped with everything it spawned
-    into its group."""
+    into its group. A guard (``fedgc.process_guard``; this process's shared one unless ``guard`` is
+    given) ends it, with its session, its descendants and the holders of its environment's runtime
+    token, if this process dies without stopping it (SIGKILL, the OOM killer)."""
 
-    def __init__(self, command: list[str], log_path: Path, env: dict[str, str], cwd: Path | None = None) -> None:
+    def __init__(self, command: list[str], log_path: Path, env: dict[str, str], cwd: Path | None = None,
+                 guard: Guard | None = None) -> None:
         self.command = command
         self.log_path = log_path
+        self._guard = guard if guard is not None else shared_guard()
         self._log = open(log_path, "ab")  # noqa: SIM115 — closed in stop()
         self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env,
                                         cwd=cwd, start_new_session=True)
+        self._guard.watch(self.process.pid, env.get(RUNTIME_TOKEN))
 
     def running(self) -> bool:
         return self.process.poll() is None
@@ -93,6 +99,7 @@ class ManagedProcess:
                     os.killpg(sid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
+        self._guard.release(self.process.pid)
         self._log.close()
 
     def log_tail(self, lines: int = 20) -> str:
@@ -119,14 +126,15 @@ def wait_until(ready, timeout_s: float, what: str, process: ManagedProcess | Non
         time.sleep(0.2)
 
 
-def start_superlink(port: int, workdir: Path, env: dict[str, str], *, simulation: bool) -> ManagedProcess:
+def start_superlink(port: int, workdir: Path, env: dict[str, str], *, simulation: bool,
+                    guard: Guard | None = None) -> ManagedProcess:
     """An insecure SuperLink on 127.0.0.1:``port`` with in-memory state. Runtime dependency
     installation is off: the run uses this environment's packages, nothing is fetched."""
     command = [script("flower-superlink"), "--insecure", "--host", "127.0.0.1", "--port", str(port),
                "--disable-runtime-dependency-installation"]
     if simulation:
         command.append("--simulation")
-    link = ManagedProcess(command, workdir / "superlink.log", env, cwd=workdir)
+    link = ManagedProcess(command, workdir / "superlink.log", env, cwd=workdir, guard=guard)
     try:
         wait_until(lambda: http_ready(port), 60, "flower-superlink", link)
     except BaseException:
@@ -149,15 +157,25 @@ def start_supernode(superlink_port: int, partition: int, num_partitions: int, wo
 
 
 def flwr_run(app_dir: Path, connection: str, run_config: Path, env: dict[str, str], log_path: Path,
-             federation_config: list[str] = (), timeout_s: float | None = None) -> subprocess.CompletedProcess:
+             federation_config: list[str] = (), timeout_s: float | None = None,
+             guard: Guard | None = None) -> subprocess.CompletedProcess:
     """``flwr run APP CONNECTION --run-config FILE --stream``: submits the app and returns when the
-    run has finished (the log stream ends with the run)."""
+    run has finished (the log stream ends with the run). Guarded as a ``ManagedProcess`` is."""
     command = [script("flwr"), "run", str(app_dir), connection, "--run-config", str(run_config), "--stream"]
     for item in federation_config:
         command += ["--federation-config", item]
-    with open(log_path, "ab") as log:
-        return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=timeout_s,
-                              check=False)
+    guard = guard if guard is not None else shared_guard()
+    with open(log_path, "ab") as log, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                                       env=env) as process:
+        guard.watch(process.pid, env.get(RUNTIME_TOKEN))
+        try:
+            code = process.wait(timeout=timeout_s)
+        except BaseException:
+            process.kill()
+            raise
+        finally:
+            guard.release(process.pid)
+    return subprocess.CompletedProcess(command, code)
 
 
 @contextlib.contextmanager

@@ -21,6 +21,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from fedgc.process_guard import shared_guard
+
 FRAME_OVERHEAD = 1514 / 1448
 TBF_LATENCY = "400ms"  # the queue tbf keeps (as time at the current rate) before dropping
 _counter = itertools.count()
@@ -130,6 +132,7 @@ class Star:
     def _add_namespace(self, name: str) -> None:
         _ip("netns", "add", name)
         self._made.append(name)
+        shared_guard().watch_namespace(name)  # deleted by the guard if this process is killed
         _ip("-n", name, "link", "set", "lo", "up")
 
     def set_rate(self, index: int, up_mbps: float | None, down_mbps: float | None, *, add: bool = False) -> None:
@@ -161,6 +164,8 @@ class Star:
             result = _ip("netns", "del", name, check=False)
             if result.returncode != 0 and name in namespaces_with(name):
                 errors.append(f"ip netns del {name}: {result.stderr.strip()}")
+            else:
+                shared_guard().release_namespace(name)
         self._made.clear()
         if errors:
             raise RuntimeError("shaped star cleanup: " + "; ".join(errors))

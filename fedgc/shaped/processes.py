@@ -1,5 +1,6 @@
 """Processes run inside a namespace (``ip netns exec``), each leading its own session, stopped with
-everything they started into it (SIGTERM, then SIGKILL after a grace period)."""
+everything they started into it (SIGTERM, then SIGKILL after a grace period), and by this process's
+guard (``fedgc.process_guard``) if this process is killed first."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+
+from fedgc.process_guard import shared_guard
 
 
 def _session_members(sid: int) -> list[int]:
@@ -35,6 +38,7 @@ class NamespaceProcess:
         self._log = open(log_path, "ab")  # noqa: SIM115 — closed in stop()
         self.process = subprocess.Popen(["ip", "netns", "exec", namespace, *command], stdout=self._log,
                                         stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
+        shared_guard().watch(self.process.pid)  # its session is ended if this process is killed
 
     @property
     def pid(self) -> int:
@@ -69,6 +73,7 @@ class NamespaceProcess:
             time.sleep(0.1)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
+        shared_guard().release(self.process.pid)
         self._log.close()
 
     def log_tail(self, lines: int = 20) -> str:
