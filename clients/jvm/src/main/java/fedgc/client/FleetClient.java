@@ -50,11 +50,19 @@ public final class FleetClient {
         this.timeoutMs = timeoutMs;
     }
 
-    /** One Fleet call, no retry: the parsed answer, {@link FleetException} for an HTTP error, IOException when unreachable. */
+    /**
+     * One Fleet call, no retry: the parsed answer, {@link FleetException} for an HTTP error, IOException
+     * when unreachable. Connections are kept alive and reused (HTTP/1.1 keep-alive, and with TLS one
+     * handshake per connection, not per call): every answer, error bodies included, is read to its end
+     * and closed, and the connection is never {@code disconnect()}ed on success, so the platform's pool
+     * (the JDK's keep-alive cache; OkHttp's pool on Android) hands it to the next call. A connection that
+     * failed is dropped.
+     */
     public <T> T call(String method, MessageLite request, Parser<T> parser, int callTimeoutMs)
             throws IOException, FleetException {
         byte[] body = request.toByteArray();
         HttpURLConnection c = (HttpURLConnection) new URL(baseUrl + "/v1/fleet/" + method).openConnection();
+        boolean ok = false;
         try {
             if (c instanceof HttpsURLConnection && sslSocketFactory != null) {
                 ((HttpsURLConnection) c).setSSLSocketFactory(sslSocketFactory);
@@ -79,14 +87,27 @@ public final class FleetClient {
             int status = c.getResponseCode();
             if (status / 100 != 2) {
                 InputStream err = c.getErrorStream();
-                String text = err == null ? "" : new String(readAll(err), StandardCharsets.UTF_8);
+                String text = "";
+                if (err != null) {
+                    try {
+                        text = new String(readAll(err), StandardCharsets.UTF_8);
+                    } finally {
+                        err.close();
+                    }
+                }
+                ok = true;  // the error body was read to its end: the connection can be reused
                 throw new FleetException(method, status, text);
             }
+            T answer;
             try (InputStream in = c.getInputStream()) {
-                return parser.parseFrom(readAll(in));
+                answer = parser.parseFrom(readAll(in));
             }
+            ok = true;
+            return answer;
         } finally {
-            c.disconnect();
+            if (!ok) {
+                c.disconnect();  // a broken or half-read connection must not go back to the pool
+            }
         }
     }
 

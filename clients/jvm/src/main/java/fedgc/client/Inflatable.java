@@ -284,8 +284,7 @@ public final class Inflatable {
     public static Message inflateMessage(String id, Map<String, byte[]> objects) {
         Head h = headOf(id, objects, MESSAGE);
         MessageOuterClass.Message proto = parse(id, objects, h, MessageOuterClass.Message.parser());
-        Metadata metadata = Protos.metadata(proto.getMetadata());
-        metadata.messageId = id;
+        Metadata metadata = Protos.metadata(proto.getMetadata()).withMessageId(id);
         if (proto.hasError()) {
             if (!h.children.isEmpty()) {
                 throw new IllegalArgumentException("message " + id + " carries an error and children");
@@ -419,19 +418,19 @@ public final class Inflatable {
         }
 
         static Metadata metadata(MessageOuterClass.Metadata p) {
-            Metadata m = new Metadata();
-            m.runId = p.getRunId();
-            m.messageId = p.getMessageId();
-            m.srcNodeId = p.getSrcNodeId();
-            m.dstNodeId = p.getDstNodeId();
-            m.replyToMessageId = p.getReplyToMessageId();
-            m.groupId = p.getGroupId();
-            m.ttl = p.getTtl();
-            m.messageType = p.getMessageType();
-            m.createdAt = p.getCreatedAt();
-            m.srcTaskId = p.hasSrcTaskId() ? p.getSrcTaskId() : null;
-            m.dstTaskId = p.hasDstTaskId() ? p.getDstTaskId() : null;
-            return m;
+            return Metadata.builder()
+                .runId(p.getRunId())
+                .messageId(p.getMessageId())
+                .srcNodeId(p.getSrcNodeId())
+                .dstNodeId(p.getDstNodeId())
+                .replyToMessageId(p.getReplyToMessageId())
+                .groupId(p.getGroupId())
+                .ttl(p.getTtl())
+                .messageType(p.getMessageType())
+                .createdAt(p.getCreatedAt())
+                .srcTaskId(p.hasSrcTaskId() ? p.getSrcTaskId() : null)
+                .dstTaskId(p.hasDstTaskId() ? p.getDstTaskId() : null)
+                .build();
         }
 
         static ErrorOuterClass.Error error(MessageError e) {

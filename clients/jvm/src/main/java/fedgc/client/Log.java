@@ -1,34 +1,40 @@
 package fedgc.client;
 
-import java.text.SimpleDateFormat;
-import java.util.Date;
-import java.util.Locale;
-
-/** One line per event on stderr, Flower-style ("INFO :      ..."). */
+/**
+ * The client's log calls, sent to the installed {@link Logger} (default {@link Logger#JAVA_UTIL_LOGGING};
+ * the command line installs {@link Logger#STDERR}). One logger per process: the client's classes log
+ * through this facade.
+ */
 public final class Log {
+    private static volatile Logger logger = Logger.JAVA_UTIL_LOGGING;
+
     private Log() {}
 
-    private static synchronized void line(String level, String text) {
-        String ts = new SimpleDateFormat("HH:mm:ss.SSS", Locale.ROOT).format(new Date());
-        System.err.println(ts + " " + level + " :      " + text);
-        System.err.flush();
+    /** Route every log line of the client to {@code to} (null: drop them). */
+    public static void setLogger(Logger to) {
+        logger = to == null ? Logger.NONE : to;
+    }
+
+    public static Logger logger() {
+        return logger;
     }
 
     public static void info(String text) {
-        line("INFO", text);
+        logger.log(Logger.Level.INFO, text);
     }
 
     public static void warn(String text) {
-        line("WARNING", text);
+        logger.log(Logger.Level.WARNING, text);
     }
 
     public static void error(String text) {
-        line("ERROR", text);
+        logger.log(Logger.Level.ERROR, text);
     }
 
     public static void debug(String text) {
-        if (System.getenv("FEDGC_JVM_DEBUG") != null) {
-            line("DEBUG", text);
+        Logger l = logger;
+        if (l.debugEnabled()) {
+            l.log(Logger.Level.DEBUG, text);
         }
     }
 }

@@ -156,6 +156,7 @@ public final class Main {
     }
 
     public static void main(String[] args) {
+        Log.setLogger(Logger.STDERR);  // the command line logs to standard error; a library user picks its own
         Options o;
         MessageHandler handler;
         try {

@@ -52,19 +52,24 @@ public final class Message {
 
     static Metadata replyMetadata(Message to) {
         double now = System.currentTimeMillis() / 1000.0;
-        Metadata m = new Metadata();
-        m.runId = to.metadata.runId;
-        m.messageId = ""; // the object id, set when the reply is sent
-        m.srcNodeId = to.metadata.dstNodeId;
-        m.dstNodeId = to.metadata.srcNodeId;
-        m.replyToMessageId = to.metadata.messageId;
-        m.groupId = to.metadata.groupId;
-        m.createdAt = now;
-        m.ttl = to.metadata.createdAt + to.metadata.ttl - now; // the most the instruction allows
-        m.messageType = to.metadata.messageType;
-        m.srcTaskId = to.metadata.dstTaskId;
-        m.dstTaskId = to.metadata.srcTaskId;
-        return m;
+        return Metadata.builder()
+            .runId(to.metadata.runId)
+            .messageId("") // the object id, set when the reply is sent
+            .srcNodeId(to.metadata.dstNodeId)
+            .dstNodeId(to.metadata.srcNodeId)
+            .replyToMessageId(to.metadata.messageId)
+            .groupId(to.metadata.groupId)
+            .createdAt(now)
+            .ttl(to.metadata.createdAt + to.metadata.ttl - now) // the most the instruction allows
+            .messageType(to.metadata.messageType)
+            .srcTaskId(to.metadata.dstTaskId)
+            .dstTaskId(to.metadata.srcTaskId)
+            .build();
+    }
+
+    /** The same message with other metadata (content or error unchanged). */
+    public Message withMetadata(Metadata other) {
+        return new Message(other, content, error);
     }
 
     @Override

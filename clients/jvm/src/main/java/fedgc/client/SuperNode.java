@@ -18,6 +18,7 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Random;
 import java.util.Set;
@@ -47,6 +48,11 @@ public final class SuperNode {
     /** Flower's SuperNode sleeps 3 s between idle pulls; this node's default is shorter (see Main). */
     static final double DEFAULT_POLL_INTERVAL_S = 1.0;
 
+    /** Re-registration back-off cap, seconds. */
+    static final double REJOIN_BACKOFF_CAP_S = 60;
+    /** The SuperLink's answer to a node id it does not know for the key (Flower's node authentication). */
+    static final int FORGOTTEN = 401;
+
     private static final Random RANDOM = new Random();
 
     private final FleetClient client;
@@ -57,10 +63,13 @@ public final class SuperNode {
     private final Map<String, Object> nodeConfig;
     private final CountDownLatch stop = new CountDownLatch(1);
     private final CountDownLatch finished = new CountDownLatch(1);
+    private final java.util.concurrent.atomic.AtomicBoolean started = new java.util.concurrent.atomic.AtomicBoolean();
     private final Retry retry;
     private final Retry heartbeatRetry;
     private final Map<Long, Map<String, Object>> runs = new HashMap<>();
     private volatile int exitCode = 0;
+    private volatile String heartbeatForgotten;
+    private volatile int rejoins;
     private volatile NodeOuterClass.Node node;
     private final long maxWaitMs;
     private long pollMs = (long) (DEFAULT_POLL_INTERVAL_S * 1000);
@@ -97,23 +106,52 @@ public final class SuperNode {
         this.heartbeatRetry = new Retry(stop, 0);
     }
 
-    /** Ask the node to stop (from a signal handler or another thread); {@link #run} then deactivates and returns. */
+    /**
+     * Ask the node to stop, from any thread (a signal handler, an Android {@code Worker.onStopped()}),
+     * any number of times, before or during {@link #run}: {@link #run} then deactivates the node (and
+     * unregisters a self-registered key) and returns 0. A message being handled is finished first (its
+     * reply may be lost; the handler's state file already holds its update as pending). Does not block;
+     * see {@link #awaitFinished}.
+     */
     public void requestStop() {
         stop.countDown();
     }
 
-    /** Wait until {@link #run} has returned (e.g. from a shutdown hook). */
+    /** Wait until {@link #run} has returned (e.g. from a shutdown hook); true if it has. */
     public boolean awaitFinished(long ms) throws InterruptedException {
         return finished.await(ms, TimeUnit.MILLISECONDS);
     }
 
-    /** Run until stopped: the process exit code (0 when stopped on request, 1 on a fatal error). */
+    /**
+     * Connect and serve until stopped; blocks the calling thread. Returns 0 when stopped on request
+     * ({@link #requestStop}, before or during the run), 1 when the node cannot go on (the SuperLink
+     * refused it, or {@code maxWaitMs} passed without reaching it). A SuperNode runs once: a second
+     * call throws {@link IllegalStateException}; to connect again (an Android {@code Worker}'s next
+     * session, a restart after an error) make a new SuperNode with the same handler (or a new one of
+     * its class) and data dir — the handler's state is on disk. A key registered by the operator gets
+     * the same node id again; a self-registered key is unregistered on stop and the SuperLink refuses to
+     * register it a second time (HTTP 412 "Public key already in use"), so a self-registered node
+     * restarts with a fresh key ({@link Keys#generate()}, as the command line does) and a new node id.
+     */
     public int run() {
+        if (!started.compareAndSet(false, true)) {
+            throw new IllegalStateException("this SuperNode has already run: a SuperNode runs once, make a new one "
+                + "(same keys, handler and data dir) to connect again");
+        }
         try {
+            if (stop.getCount() == 0) {
+                return 0;  // stopped before it started: nothing to connect or deactivate
+            }
             return runConnected();
         } finally {
             finished.countDown();
         }
+    }
+
+    /** The node id the SuperLink gave this node (it changes if the node registers again), or null before. */
+    public Long nodeId() {
+        NodeOuterClass.Node n = node;
+        return n == null ? null : n.getNodeId();
     }
 
     private int runConnected() {
@@ -143,19 +181,25 @@ public final class SuperNode {
         try {
             while (stop.getCount() > 0) {
                 boolean received = false;
-                try {
-                    received = pullAndReply();
-                } catch (Retry.Stopped e) {
-                    break;
-                } catch (FleetException e) {
-                    if (e.status == 401) {
-                        Log.error("The SuperLink refused this SuperNode's credentials: " + e.getMessage());
-                        exitCode = 1;
+                String forgotten = heartbeatForgotten;
+                if (forgotten == null) {
+                    try {
+                        received = pullAndReply();
+                    } catch (Retry.Stopped e) {
                         break;
+                    } catch (FleetException e) {
+                        if (e.status == FORGOTTEN) {
+                            forgotten = e.getMessage();
+                        } else {
+                            Log.error(e.getMessage());
+                        }
+                    } catch (IOException | RuntimeException e) {
+                        Log.error(describe(e));
                     }
-                    Log.error(e.getMessage());
-                } catch (IOException | RuntimeException e) {
-                    Log.error(describe(e));
+                }
+                if (forgotten != null) {
+                    nodeId = rejoin(publicKey, nodeId, forgotten);  // failures end the node (below)
+                    continue;
                 }
                 if (!received && stop.await(pollMs, TimeUnit.MILLISECONDS)) {
                     break;
@@ -163,11 +207,18 @@ public final class SuperNode {
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
+        } catch (Retry.Stopped e) {
+            return exitCode;  // stopped while registering again: there is no node to deactivate
+        } catch (FleetException | IOException e) {
+            Log.error("Could not register this SuperNode again: " + describe(e));
+            stop.countDown();
+            heartbeats.interrupt();
+            return 1;
         } finally {
             stop.countDown();
             heartbeats.interrupt();
-            leave(nodeId);
         }
+        leave(node.getNodeId());
         return exitCode;
     }
 
@@ -204,6 +255,58 @@ public final class SuperNode {
         }
     }
 
+    /**
+     * The SuperLink no longer knows this node (HTTP 401 "Invalid SuperNode authentication" for its
+     * node id, or a heartbeat answered "not recognized"): it was restarted without its database, or the
+     * node was removed. Register (a self-registered node) and activate again, with back-off (1 s doubling
+     * to 60 s, full jitter; connection failures retried as everywhere), until it succeeds, the node is
+     * stopped, or {@code maxWaitMs} has passed. The handler, its memory and its pending update are
+     * untouched: the node goes on with a new node id. A node whose key was registered by an operator
+     * ({@code flwr supernode register}) waits until the key is registered again.
+     */
+    private long rejoin(ByteString publicKey, long oldId, String reason)
+            throws IOException, FleetException, Retry.Stopped, InterruptedException {
+        long started = System.currentTimeMillis();
+        heartbeatForgotten = null;
+        Log.warn("The SuperLink no longer knows SuperNode " + Metadata.unsigned(oldId) + " (" + reason
+            + "): it restarted without its database, or the node was removed. Registering again; the pending "
+            + "update and the memory are kept");
+        double delay = 1.0;
+        for (int attempt = 1; ; attempt++) {
+            try {
+                if (selfRegistered) {
+                    retry.invoke("RegisterNode", () -> client.call("register-node",
+                        FleetOuterClass.RegisterNodeFleetRequest.newBuilder().setPublicKey(publicKey).build(),
+                        FleetOuterClass.RegisterNodeFleetResponse.parser(), 0));
+                }
+                long id = activate(publicKey);
+                node = NodeOuterClass.Node.newBuilder().setNodeId(id).build();
+                heartbeatForgotten = null;
+                rejoins++;
+                Log.info(String.format(Locale.ROOT, "Registered again after %.2f s (%d attempts): SuperNode ID: %s "
+                    + "(was %s)", (System.currentTimeMillis() - started) / 1000.0, attempt, Metadata.unsigned(id),
+                    Metadata.unsigned(oldId)));
+                return id;
+            } catch (FleetException e) {
+                if (maxWaitMs > 0 && System.currentTimeMillis() - started >= maxWaitMs) {
+                    throw e;
+                }
+                double wait = RANDOM.nextDouble() * delay;
+                Log.warn(String.format(Locale.ROOT, "Registering again failed (%s); retrying in %.2f s",
+                    e.getMessage(), wait));
+                if (stop.await((long) (wait * 1000), TimeUnit.MILLISECONDS)) {
+                    throw new Retry.Stopped();
+                }
+                delay = Math.min(delay * 2, REJOIN_BACKOFF_CAP_S);
+            }
+        }
+    }
+
+    /** How many times this node registered again after the SuperLink forgot it. */
+    public int rejoins() {
+        return rejoins;
+    }
+
     private void leave(long nodeId) {
         try {
             client.call("deactivate-node", FleetOuterClass.DeactivateNodeRequest.newBuilder().setNodeId(nodeId).build(),
@@ -234,27 +337,29 @@ public final class SuperNode {
     // ------------------------------------------------------------ heartbeats
 
     private void sendHeartbeats() {
-        Heartbeat.SendNodeHeartbeatRequest request = Heartbeat.SendNodeHeartbeatRequest.newBuilder()
-            .setNode(node).setHeartbeatInterval(heartbeatIntervalS).build();
         while (stop.getCount() > 0) {
+            NodeOuterClass.Node current = node;
+            Heartbeat.SendNodeHeartbeatRequest request = Heartbeat.SendNodeHeartbeatRequest.newBuilder()
+                .setNode(current).setHeartbeatInterval(heartbeatIntervalS).build();
             try {
                 Heartbeat.SendNodeHeartbeatResponse response = heartbeatRetry.invoke("SendNodeHeartbeat",
                     () -> client.call("send-node-heartbeat", request, Heartbeat.SendNodeHeartbeatResponse.parser(),
                         (int) (HEARTBEAT_CALL_TIMEOUT_S * 1000)));
-                if (!response.getSuccess()) {
-                    Log.error("Heartbeat failed unexpectedly. The SuperLink does not recognize this SuperNode.");
-                    exitCode = 1;
-                    stop.countDown();
-                    return;
+                if (!response.getSuccess() && current == node) {
+                    heartbeatForgotten = "heartbeat: the SuperLink does not recognize this SuperNode";
+                } else {
+                    Log.debug("heartbeat sent");
                 }
-                Log.debug("heartbeat sent");
             } catch (Retry.Stopped e) {
                 return;
-            } catch (FleetException | IOException e) {
-                Log.error("Heartbeat failed: " + describe(e));
-                exitCode = 1;
-                stop.countDown();
-                return;
+            } catch (FleetException e) {
+                if (e.status == FORGOTTEN && current == node) {
+                    heartbeatForgotten = e.getMessage();   // the main loop registers again
+                } else {
+                    Log.warn("Heartbeat failed: " + describe(e));
+                }
+            } catch (IOException e) {
+                Log.warn("Heartbeat failed: " + describe(e));
             }
             // Flower: (interval - call timeout) * uniform(0.7, 0.9)
             double next = (heartbeatIntervalS - HEARTBEAT_CALL_TIMEOUT_S)
@@ -407,9 +512,9 @@ public final class SuperNode {
     }
 
     /** Push a reply: its metadata and object tree, then the objects the SuperLink does not have yet. */
-    void send(Message reply, double clientappRuntime) throws IOException, FleetException, Retry.Stopped {
-        Inflatable.Node root = Inflatable.deflate(reply);
-        reply.metadata.messageId = root.id;
+    void send(Message handled, double clientappRuntime) throws IOException, FleetException, Retry.Stopped {
+        Inflatable.Node root = Inflatable.deflate(handled);
+        Message reply = handled.withMetadata(handled.metadata.withMessageId(root.id));
         Log.info("");
         Log.info("Sending: " + reply.metadata.messageType + " message (ID: " + root.id + ")");
         MessageOuterClass.Message.Builder proto = MessageOuterClass.Message.newBuilder()

@@ -155,11 +155,8 @@ public final class HandlerCheck {
     }
 
     static Message train(ConfigRecord clientConfig, boolean withArrays) {
-        Metadata m = new Metadata();
-        m.messageType = "train";
-        m.messageId = "m";
-        m.createdAt = System.currentTimeMillis() / 1000.0;
-        m.ttl = 3600;
+        Metadata m = Metadata.builder().messageType("train").messageId("m")
+            .createdAt(System.currentTimeMillis() / 1000.0).ttl(3600).build();
         RecordDict content = new RecordDict();
         if (withArrays) {
             ArrayRecord arrays = new ArrayRecord();
@@ -217,8 +214,7 @@ public final class HandlerCheck {
         check(other.runId == 2L && other.memory.isEmpty() && other.pending.isEmpty() && other.replica == null,
             "a new run starts with an empty state");
         // query.state, then query.restore into a fresh client: the same state, saved to its file.
-        Metadata q = new Metadata();
-        q.messageType = "query.state";
+        Metadata q = Metadata.builder().messageType("query.state").build();
         Message saved = handler.handle(new Message(q, new RecordDict(), null), context);
         check(saved.hasContent() && saved.content().keySet().containsAll(Arrays.asList("jvm.memory", "jvm.pending")),
             "query.state: " + saved);
@@ -227,23 +223,20 @@ public final class HandlerCheck {
         java.nio.file.Files.copy(new File(dataDir, "train.npz").toPath(), new File(other2, "train.npz").toPath(),
             java.nio.file.StandardCopyOption.REPLACE_EXISTING);
         NodeContext restoredContext = new NodeContext(1, 1, nodeConfig, new LinkedHashMap<String, Object>(), other2);
-        Metadata r = new Metadata();
-        r.messageType = "query.restore";
+        Metadata r = Metadata.builder().messageType("query.restore").build();
         FedgcHandler fresh = new FedgcHandler();
         Message ack = fresh.handle(new Message(r, saved.content(), null), restoredContext);
         check(ack.hasContent() && ack.content().isEmpty(), "query.restore answers an empty RecordDict");
         FedgcState before = new FedgcHandler().state(context), after = FedgcState.load(new File(other2, FedgcState.FILE_NAME));
         check(Arrays.equals(before.toBytes(), after.toBytes()), "query.restore adopts exactly the state query.state gave");
-        Metadata bad = new Metadata();
-        bad.messageType = "query.restore";
+        Metadata bad = Metadata.builder().messageType("query.restore").build();
         RecordDict foreign = new RecordDict();
         foreign.put("fedgc.memory", new ArrayRecord());
         Message refusedRestore = fresh.handle(new Message(bad, foreign, null), restoredContext);
         check(refusedRestore.hasError() && refusedRestore.error().reason.contains("is not this client's state"),
             "query.restore of a state that is not this client's");
 
-        Metadata m = new Metadata();
-        m.messageType = "evaluate";
+        Metadata m = Metadata.builder().messageType("evaluate").build();
         Message evaluate = handler.handle(new Message(m, new RecordDict(), null), context);
         check(evaluate.hasError() && evaluate.error().reason.contains("does not handle evaluate messages"), "evaluate");
         NodeContext noData = new NodeContext(1, 1, nodeConfig, new LinkedHashMap<String, Object>(), null);
@@ -252,8 +245,7 @@ public final class HandlerCheck {
     }
 
     static Message queryPartition() {
-        Metadata m = new Metadata();
-        m.messageType = "query.partition";
+        Metadata m = Metadata.builder().messageType("query.partition").build();
         return new Message(m, new RecordDict(), null);
     }
 

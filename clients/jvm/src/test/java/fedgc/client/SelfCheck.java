@@ -36,15 +36,16 @@ public final class SelfCheck {
     }
 
     static Metadata contentMetadata() {
-        Metadata m = new Metadata();
-        m.runId = 1234567890123L;
-        m.srcNodeId = 1;
-        m.dstNodeId = new BigInteger("9223372036854775813").longValue(); // 2**63 + 5
-        m.groupId = "7";
-        m.createdAt = 1767225600.25;
-        m.ttl = 3600.0;
-        m.messageType = "train";
-        m.srcTaskId = 11L;
+        Metadata m = Metadata.builder()
+            .runId(1234567890123L)
+            .srcNodeId(1)
+            .dstNodeId(new BigInteger("9223372036854775813").longValue()) // 2**63 + 5
+            .groupId("7")
+            .createdAt(1767225600.25)
+            .ttl(3600.0)
+            .messageType("train")
+            .srcTaskId(11L)
+            .build();
         return m;
     }
 
@@ -95,16 +96,17 @@ public final class SelfCheck {
     }
 
     static Message errorMessage() {
-        Metadata m = new Metadata();
-        m.runId = 1234567890123L;
-        m.srcNodeId = new BigInteger("9223372036854775813").longValue();
-        m.dstNodeId = 1;
-        m.replyToMessageId = new String(new char[32]).replace("\0", "ab");
-        m.groupId = "7";
-        m.createdAt = 1767225601.5;
-        m.ttl = 1800.0;
-        m.messageType = "train";
-        m.dstTaskId = 11L;
+        Metadata m = Metadata.builder()
+            .runId(1234567890123L)
+            .srcNodeId(new BigInteger("9223372036854775813").longValue())
+            .dstNodeId(1)
+            .replyToMessageId(new String(new char[32]).replace("\0", "ab"))
+            .groupId("7")
+            .createdAt(1767225601.5)
+            .ttl(1800.0)
+            .messageType("train")
+            .dstTaskId(11L)
+            .build();
         return new Message(m, null, new MessageError(2, "boom \u2713"));
     }
 
