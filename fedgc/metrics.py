@@ -227,11 +227,16 @@ def parse_record(cls: type, text: str, where: str):
     return cls(**{f.name: raw[f.name] for f in fields(cls) if f.name in raw})
 
 
+RUN_FILE_MAX_BYTES = 1024**3  # metrics.jsonl of a 10^6-round run is about 1 GB
+
+
 def _text(path: Path) -> str:
+    from fedgc.bounded import read_text
+
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise MetricsFileError(f"{path}: cannot read ({type(err).__name__})") from None
+        return read_text(path, "run file", RUN_FILE_MAX_BYTES)
+    except ValueError as err:
+        raise MetricsFileError(str(err).removeprefix("run file ")) from None
 
 
 def read_rounds(path: Path, count: int | None = None) -> list[RoundRecord]:

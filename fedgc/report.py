@@ -18,8 +18,10 @@ from typing import Any
 
 import yaml
 
+from fedgc import yaml12
+from fedgc.bounded import read_text
 from fedgc.engines import EXIT_INVALID
-from fedgc.metrics import MetricsFileError, RoundRecord, Summary, parse_record, read_rounds
+from fedgc.metrics import RUN_FILE_MAX_BYTES, MetricsFileError, RoundRecord, Summary, parse_record, read_rounds
 from fedgc.report_table import GroupRow, ReportRow, group_row, group_runs, render, report_row
 
 __all__ = ["GroupRow", "ReportRow", "RunFolderError", "RunResult", "main", "read_run", "read_runs", "render",
@@ -46,13 +48,14 @@ class RunResult:
 
 # --- reading run folders ---------------------------------------------------------------------------
 
+
 def _read_text(path: Path, run_dir: Path) -> str:
     if not path.is_file():
         raise RunFolderError(f"{run_dir}: not a run folder (no {path.name})")
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise RunFolderError(f"{path}: cannot read ({err.__class__.__name__})") from None
+        return read_text(path, "run file", RUN_FILE_MAX_BYTES)
+    except ValueError as err:
+        raise RunFolderError(str(err).removeprefix("run file ")) from None
 
 
 def read_run(run_dir: Path, label: str | None = None) -> RunResult:
@@ -70,7 +73,7 @@ def read_run(run_dir: Path, label: str | None = None) -> RunResult:
     except MetricsFileError as err:
         raise RunFolderError(str(err)) from None
     try:
-        scenario = yaml.safe_load(_read_text(scenario_path, run_dir))
+        scenario = yaml12.safe_load(_read_text(scenario_path, run_dir))
     except yaml.YAMLError:
         raise RunFolderError(f"{scenario_path}: invalid YAML") from None
     if not isinstance(scenario, dict):

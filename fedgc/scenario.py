@@ -25,6 +25,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from fedgc import yaml12
+from fedgc.bounded import SCENARIO_MAX_BYTES, read_text
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.downlink import DownlinkConfig
 from fedgc.data.config import DataConfig
@@ -192,8 +194,15 @@ def _one_line(err: ValidationError) -> str:
     return f"{where}: {msg}" + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")
 
 
+MAX_KEY_PARTS = 8  # the deepest scenario key has 4 (network.link.up.trace, ...)
+MAX_KEY_CHARS = 256
+
+
 def set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
     """``set_dotted(t, "a.b", v)`` sets ``t["a"]["b"] = v``, creating sections as needed."""
+    if len(key) > MAX_KEY_CHARS or key.count(".") >= MAX_KEY_PARTS:
+        raise ScenarioError(f"--set {key[:40]}...: a key has at most {MAX_KEY_PARTS} dotted parts and "
+                            f"{MAX_KEY_CHARS} characters")
     parts = key.split(".")
     if not all(parts):
         raise ScenarioError(f"--set {key}: empty key component")
@@ -220,10 +229,14 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
         raise ScenarioError(f"--set {text!r}: expected KEY=VALUE")
+    if len(raw) > SCENARIO_MAX_BYTES:
+        raise ScenarioError(f"--set {key.strip()[:40]}: a value of {len(raw)} characters is too long")
     try:
         value = yaml12_load(raw) if raw.strip() else ""
     except DuplicateKeyError as err:
         raise ScenarioError(f"--set {key.strip()}: {err.problem} (each key may appear once)") from None
+    except yaml12.LimitError as err:
+        raise ScenarioError(f"--set {key.strip()}: YAML {err.problem}") from None
     except yaml.YAMLError:
         value = raw
     return key.strip(), value
@@ -234,26 +247,34 @@ def _duplicate_key(path: Path, err: DuplicateKeyError) -> ScenarioError:
     return ScenarioError(f"{path}: {err.problem}{line} (each key may appear once)")
 
 
+def parse_yaml(text: str, where: str) -> Any:
+    """One YAML 1.2 document, bounded (``fedgc.yaml12``); errors name ``where`` and the line."""
+    try:
+        return yaml12_load(text)
+    except DuplicateKeyError as err:
+        raise _duplicate_key(Path(where), err) from None
+    except yaml12.LimitError as err:
+        raise ScenarioError(f"{where}: YAML {err.problem} at line {err.problem_mark.line + 1}") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None)
+        raise ScenarioError(f"{where}: invalid YAML{at}" + (f" ({problem})" if problem else "")) from None
+
+
 def load_tree(path: str | Path) -> dict[str, Any]:
     """The scenario file as a tree, read as YAML 1.2, with its relative paths made absolute from the
     file's directory (``fedgc.paths``)."""
     path = Path(path)
     if path.is_dir():
         raise ScenarioError(f"{path}: is a directory, expected a scenario YAML file")
+    if not path.exists():
+        raise ScenarioError(f"{path}: no such scenario file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such scenario file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScenarioError(f"{path}: cannot read ({err.__class__.__name__})") from None
-    try:
-        tree = yaml12_load(text)
-    except DuplicateKeyError as err:
-        raise _duplicate_key(path, err) from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ScenarioError(f"{path}: invalid YAML{where}") from None
+        text = read_text(path, "scenario", SCENARIO_MAX_BYTES)
+    except ValueError as err:
+        raise ScenarioError(str(err).removeprefix("scenario ")) from None
+    tree = parse_yaml(text, str(path))
     if tree is None:
         raise ScenarioError(f"{path}: empty scenario file")
     if not isinstance(tree, dict):

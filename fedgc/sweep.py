@@ -16,18 +16,25 @@ as an uninterrupted run), and the others run from the start.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
+import math
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from fedgc import yaml12
+from fedgc.bounded import SCENARIO_MAX_BYTES, read_text
 from fedgc.metrics import Summary
 from fedgc.scenario import Scenario, ScenarioError, dump_scenario, load_tree, parse_override, set_dotted, validate
 
+MAX_SWEEP_POINTS = 1000
 MANIFEST = "sweep.yaml"  # in the sweep folder: what --resume needs to finish the sweep
 
 
@@ -51,10 +58,12 @@ class SweepAxis:
             raise SweepError(f"--sweep {spec!r}: expected KEY=VALUE1,VALUE2,...")
         if not all(key.split(".")):
             raise SweepError(f"--sweep {spec!r}: empty key component")
+        if raw.count(",") >= MAX_SWEEP_POINTS:
+            raise SweepError(f"--sweep {key}: more than {MAX_SWEEP_POINTS} values")
         values = tuple(v.strip() for v in raw.split(","))
         if not raw.strip() or not all(values):
             raise SweepError(f"--sweep {spec!r}: empty value (values are separated by commas)")
-        repeated = sorted({v for v in values if values.count(v) > 1})
+        repeated = sorted(v for v, n in Counter(values).items() if n > 1)
         if repeated:
             raise SweepError(f"--sweep {spec!r}: value {repeated[0]!r} given twice")
         return cls(key, values)
@@ -92,9 +101,12 @@ def _folder_part(key: str, value: str) -> str:
 def sweep_points(axes: list[SweepAxis]) -> list[SweepPoint]:
     """The cartesian product of the axes, in command-line order (the last axis varies fastest)."""
     keys = [axis.key for axis in axes]
-    repeated = sorted({k for k in keys if keys.count(k) > 1})
+    repeated = sorted(k for k, n in Counter(keys).items() if n > 1)
     if repeated:
         raise SweepError(f"--sweep {repeated[0]}: key swept twice (give all its values in one --sweep)")
+    if math.prod(len(axis.values) for axis in axes) > MAX_SWEEP_POINTS:
+        raise SweepError(f"--sweep: {math.prod(len(axis.values) for axis in axes)} points, more than the "
+                         f"{MAX_SWEEP_POINTS} a sweep may have (split it into several sweeps)")
     points, used = [], set()
     for combo in itertools.product(*(axis.values for axis in axes)):
         assignments = tuple(zip(keys, combo))
@@ -143,12 +155,21 @@ def _run_or_resume(point: SweepPoint, scenario: Scenario, folder: Path, *, quiet
     from fedgc.report import read_run
     from fedgc.run_folder import CHECKPOINT, lock_existing
 
+    def same_plan() -> None:
+        """A point folder written for another plan is never read or continued as this plan's."""
+        try:
+            written = read_text(folder / "scenario.yaml", "scenario", SCENARIO_MAX_BYTES)
+        except ValueError:
+            written = None
+        if written != dump_scenario(scenario):
+            raise SweepError(f"its scenario.yaml differs from the sweep's plan ({MANIFEST})")
+
     if resume and (folder / "summary.json").is_file():
+        same_plan()
         return read_run(folder).summary
     if resume and (folder / CHECKPOINT).is_file():
         with lock_existing(folder):
-            if (folder / "scenario.yaml").read_text() != dump_scenario(scenario):
-                raise SweepError(f"{point.folder}: its scenario.yaml differs from the sweep's plan ({MANIFEST})")
+            same_plan()
             return run_scenario(scenario, folder, quiet=quiet, resume=True)
     return run_point(scenario, folder, quiet=quiet, overwrite=resume)
 
@@ -162,8 +183,9 @@ def run_sweep(base_tree: dict[str, Any], axes: list[SweepAxis], out_dir: Path, *
 
     planned = plan(base_tree, axes)
     if not resume:
-        (out_dir / MANIFEST).write_text(yaml.safe_dump({"scenario": base_tree, "sweep": [a.spec for a in axes]},
-                                                       sort_keys=False))
+        specs = [a.spec for a in axes]
+        (out_dir / MANIFEST).write_text(yaml.safe_dump(
+            {"scenario": base_tree, "sweep": specs, "digest": plan_digest(base_tree, specs)}, sort_keys=False))
     runs = []
     for number, (point, scenario) in enumerate(planned, start=1):
         folder = out_dir / point.folder
@@ -182,10 +204,22 @@ def run_sweep(base_tree: dict[str, Any], axes: list[SweepAxis], out_dir: Path, *
 def read_manifest(out_dir: Path) -> tuple[dict[str, Any], list[SweepAxis]]:
     """The plan a sweep folder was started with: (scenario tree, axes)."""
     try:
-        manifest = yaml.safe_load((out_dir / MANIFEST).read_text(encoding="utf-8"))
-        return manifest["scenario"], [SweepAxis.parse(spec) for spec in manifest["sweep"]]
-    except (yaml.YAMLError, KeyError, TypeError, UnicodeDecodeError) as err:
+        manifest = yaml12.safe_load(read_text(out_dir / MANIFEST, "sweep plan", SCENARIO_MAX_BYTES))
+        tree, specs = manifest["scenario"], manifest["sweep"]
+        digest = manifest.get("digest")
+        axes = [SweepAxis.parse(spec) for spec in specs]
+    except (yaml.YAMLError, KeyError, TypeError, AttributeError) as err:
         raise SweepError(f"--resume {out_dir}: {MANIFEST} is malformed ({type(err).__name__})") from None
+    if digest is not None and digest != plan_digest(tree, specs):
+        raise SweepError(f"--resume {out_dir}: {MANIFEST} was changed after the sweep started (its digest no "
+                         "longer matches): a sweep's plan cannot change; start a new sweep")
+    return tree, axes
+
+
+def plan_digest(tree: dict[str, Any], specs: list[str]) -> str:
+    """sha256 of a sweep's plan, stored in its ``sweep.yaml``: a plan edited by hand is refused."""
+    text = json.dumps({"scenario": tree, "sweep": specs}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def is_sweep_folder(folder: Path) -> bool:

@@ -12,6 +12,12 @@ that, so scenarios are read with the YAML 1.2 core schema instead:
 
 A key that appears twice in one mapping is an error (:class:`DuplicateKeyError`, naming the key
 and its line), instead of PyYAML's silent "last one wins".
+
+A document is input and is bounded before it is built (:class:`LimitError`, naming the line): at most
+``MAX_DEPTH`` levels of nesting (PyYAML composes recursively: 50,000 levels would be a
+``RecursionError``), at most ``MAX_ALIASES`` aliases, and at most ``MAX_NODES`` nodes once every
+alias is expanded (a "billion laughs" document of a few hundred bytes names 10^9 of them, and every
+walk over the tree afterwards would take forever); a recursive alias is refused too.
 """
 
 from __future__ import annotations
@@ -50,8 +56,80 @@ def _install(cls: type) -> None:
     cls.yaml_implicit_resolvers.setdefault(None, []).append(("tag:yaml.org,2002:null", _RESOLVERS[0][1]))
 
 
-class Loader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 core-schema scalars that refuses duplicate keys."""
+MAX_DEPTH = 64
+MAX_ALIASES = 1000
+MAX_NODES = 100_000
+
+
+class LimitError(yaml.MarkedYAMLError):
+    """A document beyond the loader's bounds (too deep, too many aliases, too large expanded)."""
+
+    def __init__(self, problem: str, mark: yaml.Mark | None) -> None:
+        super().__init__(problem=problem, problem_mark=mark)
+
+
+def _expanded_size(root: yaml.Node, limit: int) -> int:
+    """Nodes in the tree ``root`` stands for, every alias expanded (shared nodes counted per use),
+    computed without expanding anything; stops counting past ``limit``. Iterative: alias chains can
+    be deeper than Python's recursion."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        children = [] if isinstance(node, yaml.ScalarNode) else (
+            [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else list(node.value))
+        if done:
+            on_path.discard(key)
+            sizes[key] = min(limit + 1, 1 + sum(sizes[id(c)] for c in children))
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            raise LimitError("recursive alias (a node that contains itself)", node.start_mark)
+        on_path.add(key)
+        stack.append((node, True))
+        for child in children:
+            if id(child) in on_path:
+                raise LimitError("recursive alias (a node that contains itself)", child.start_mark)
+            if id(child) not in sizes:
+                stack.append((child, False))
+    return sizes[id(root)]
+
+
+class BoundedSafeLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader (YAML 1.1 scalars) refusing documents beyond the bounds above: for files
+    fedgc wrote with ``yaml.safe_dump`` and reads back (a sweep's plan, a run's scenario in reports)."""
+
+    def __init__(self, stream) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise LimitError(f"more than {MAX_ALIASES} aliases", self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise LimitError(f"nested more than {MAX_DEPTH} levels deep", self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def compose_document(self):
+        node = super().compose_document()
+        if node is not None and _expanded_size(node, MAX_NODES) > MAX_NODES:
+            raise LimitError(f"more than {MAX_NODES} values once its aliases are expanded", node.start_mark)
+        return node
+
+
+class Loader(BoundedSafeLoader):
+    """SafeLoader with YAML 1.2 core-schema scalars that refuses duplicate keys and documents beyond
+    its bounds."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         if isinstance(node, yaml.MappingNode):
@@ -108,6 +186,11 @@ Dumper.add_representer(str, Dumper.represent_str)
 def load(text: str) -> Any:
     """Parse one YAML document with :class:`Loader`."""
     return yaml.load(text, Loader=Loader)  # Loader is a SafeLoader
+
+
+def safe_load(text: str) -> Any:
+    """``yaml.safe_load`` (YAML 1.1) within the bounds above."""
+    return yaml.load(text, Loader=BoundedSafeLoader)  # a SafeLoader
 
 
 def dump(data: Any) -> str:

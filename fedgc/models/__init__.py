@@ -6,6 +6,7 @@ each class's ``Options`` (pydantic, unknown keys are errors) validates its ``mod
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,12 +43,36 @@ def validate_model_options(name: str, options: Mapping[str, Any] | None) -> dict
         raise ValueError(f"options.{key}: {msg} (model {name})") from None
 
 
+DEFAULT_MAX_PARAMETERS = 2**28  # 268M parameters, 1 GiB of fp32 weights; FEDGC_MAX_PARAMETERS overrides
+
+
+def max_parameters() -> int:
+    """The largest model fedgc builds: ``$FEDGC_MAX_PARAMETERS`` when set, else 2^28."""
+    text = os.environ.get("FEDGC_MAX_PARAMETERS", "")
+    return int(text) if text.isdigit() else DEFAULT_MAX_PARAMETERS
+
+
+def estimated_parameters(name: str, input_shape: tuple[int, ...], num_classes: int,
+                         options: Mapping[str, Any] | None = None) -> int:
+    """The parameter count of the named model, from a build on PyTorch's ``meta`` device (shapes only,
+    nothing allocated, no random draw)."""
+    kwargs = validate_model_options(name, options)
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        return parameter_count(MODELS[name](tuple(input_shape), num_classes, **kwargs))
+
+
 def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, seed: int,
                 options: Mapping[str, Any] | None = None) -> nn.Module:
-    """Build the named model with weights drawn from ``seed`` (same seed, same initial model)."""
+    """Build the named model with weights drawn from ``seed`` (same seed, same initial model). A model
+    of more than :func:`max_parameters` parameters is refused (``ValueError``, one line) before any
+    weight is allocated."""
     if name not in MODELS:
         raise KeyError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
     kwargs = validate_model_options(name, options)
+    count, limit = estimated_parameters(name, input_shape, num_classes, options), max_parameters()
+    if count > limit:
+        raise ValueError(f"model {name} with input {tuple(input_shape)} and {num_classes} classes has {count:,} "
+                         f"parameters, more than the {limit:,} fedgc builds (set FEDGC_MAX_PARAMETERS to allow it)")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return MODELS[name](tuple(input_shape), num_classes, **kwargs)
@@ -57,4 +82,4 @@ def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-__all__ = ["MODELS", "build_model", "parameter_count", "validate_model_options"]
+__all__ = ["MODELS", "build_model", "estimated_parameters", "max_parameters", "parameter_count", "validate_model_options"]

@@ -18,6 +18,7 @@ from typing import Literal
 
 import numpy as np
 
+from fedgc.bounded import TABLE_MAX_BYTES, read_text
 from fedgc.network.piecewise import PeriodicRate
 
 TraceFormat = Literal["mahimahi", "pensieve", "lumos"]
@@ -30,12 +31,7 @@ DEFAULT_UNIT: dict[str, TraceUnit] = {"pensieve": "Mbit/s", "lumos": "MByte/s"}
 
 
 def _read_numbers(path: Path, columns: int) -> np.ndarray:
-    try:
-        text = path.read_text(encoding="ascii")
-    except FileNotFoundError:
-        raise ValueError(f"trace file {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(f"trace file {path}: cannot read ({err.__class__.__name__})") from None
+    text = read_text(path, "trace file", TABLE_MAX_BYTES, encoding="ascii")
     try:
         values = np.array(text.split(), dtype=float)
     except ValueError:
