@@ -3,7 +3,7 @@
 data) and one JVM SuperNode holding partition 2 from its own ``train.npz`` (written by ``fedgc
 export-data``), the repository submitted with ``flwr run``. DGC uploads, top-k compressed downloads.
 
-- Insecure, the client built on protoc's ``lite`` output (``fedgc-client-lite.jar``, what Android's
+- Insecure, ``scenarios/jvm_phones.yaml`` (3 of its rounds), the client built on protoc's ``lite`` output (``fedgc-client-lite.jar``, what Android's
   protobuf-javalite runs): three rounds; every update of the JVM node is applied (none rejected, none failed), its
   node is in every round's ``applied_nodes``, its downloads after the first (a reset: it announces
   ``no-replica``) are compressed differences it rebuilds and digest-checks, and accuracy rises; the
@@ -148,8 +148,11 @@ def test_poll_and_heartbeat_intervals_are_checked(jar):  # noqa: F811
 
 
 def test_jvm_node_trains_in_a_dgc_run_with_compressed_downloads(tmp_path, jar):  # noqa: F811
-    scenario = {**BASE, "name": "jvm-e2e", "rounds": 3, "checkpoint_every": 2,
-                "compression": {"name": "dgc", "density": 0.05, "momentum": 0.9, "warmup_rounds": 0}}
+    # The shipped scenario for phones (scenarios/jvm_phones.yaml), 3 of its rounds, a checkpoint after round 2.
+    shipped = yaml.safe_load((REPO / "scenarios" / "jvm_phones.yaml").read_text())
+    assert shipped["model"]["name"] == "mlp" and shipped["compression"]["name"] == "dgc"
+    assert shipped["downlink"]["name"] == "topk" and shipped["data"]["num_clients"] == 3
+    scenario = {**shipped, "rounds": 3, "checkpoint_every": 2}
     data_dir = export_partition(scenario, tmp_path)
     home = tmp_path / "flwr-home"
     env = flower_env(home)
