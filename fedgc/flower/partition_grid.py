@@ -16,7 +16,9 @@ a seed. The census messages are not training traffic and are not counted in the 
 from __future__ import annotations
 
 import logging
+import math
 import time
+from collections import Counter
 from collections.abc import Iterable
 
 from flwr.app import Message, RecordDict
@@ -59,14 +61,46 @@ def poll_replies(grid: Grid, message_ids: Iterable[str], deadline: float | None,
     return replies
 
 
-def read_partition(reply: Message) -> tuple[int, bool] | None:
-    """(partition id, holds no downlink replica) from a partition query's reply, or None."""
-    node = reply.metadata.src_node_id
-    metrics = None if reply.has_error() else reply.content.metric_records.get("partition")
-    if metrics is None or "partition-id" not in metrics:
-        logger.warning("node %s did not report a partition-id; it is left out", node)
+MAX_PARTITION_ID = 2**31 - 1
+
+
+def partition_id(value: object) -> int | None:
+    """A reported partition id as an int, or None when it is not one: an int (not a bool), or a float
+    that is a whole number, in 0..2^31-1. NaN, infinities, lists and strings are not."""
+    if isinstance(value, bool):
         return None
-    return int(metrics["partition-id"]), bool(metrics.get(NO_REPLICA))
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            return None
+        value = int(value)
+    if not isinstance(value, int) or not 0 <= value <= MAX_PARTITION_ID:
+        return None
+    return value
+
+
+def read_partition(reply: Message, refused: Counter | None = None) -> tuple[int, bool] | None:
+    """(partition id, holds no downlink replica) from a partition query's reply, or None (counted in
+    ``refused`` by reason): nothing a node sends can raise out of the census."""
+    node = reply.metadata.src_node_id
+    try:
+        metrics = None if reply.has_error() else reply.content.metric_records.get("partition")
+        raw = metrics.get("partition-id") if metrics is not None else None
+        flag = metrics.get(NO_REPLICA) if metrics is not None else None
+    except Exception:  # noqa: BLE001 — a malformed reply is a refusal, whatever it is
+        metrics = raw = flag = None
+    reason = None
+    if raw is None:
+        reason = "no partition-id"
+    elif (partition := partition_id(raw)) is None:
+        reason = "partition-id not an integer in range"
+    elif flag is not None and (isinstance(flag, list) or flag not in (0, 1, 0.0, 1.0)):
+        reason = "no-replica flag not 0 or 1"
+    if reason is not None:
+        logger.warning("node %s: %s (%.40r); it is left out", node, reason, raw)
+        if refused is not None:
+            refused[reason] += 1
+        return None
+    return partition, bool(flag)
 
 
 def partition_queries(node_ids: Iterable[int]) -> list[Message]:
@@ -74,15 +108,15 @@ def partition_queries(node_ids: Iterable[int]) -> list[Message]:
     return [Message(RecordDict(), dst_node_id=node, message_type=PARTITION_QUERY) for node in node_ids]
 
 
-def ask_partitions(grid: Grid, node_ids: list[int], timeout_s: float,
-                   without_replica: set[int] | None = None) -> tuple[dict[int, int], dict[str, int]]:
+def ask_partitions(grid: Grid, node_ids: list[int], timeout_s: float, without_replica: set[int] | None = None,
+                   refused: Counter | None = None) -> tuple[dict[int, int], dict[str, int]]:
     """({node id: partition id} for the nodes that answered the partition query in time, {message id:
     node} of the queries still unanswered); the nodes that announced they hold no downlink replica
     (``no-replica``) are added to ``without_replica``."""
     ids = list(grid.push_messages(partition_queries(node_ids)))
     answers = {}
     for reply in poll_replies(grid, ids, time.monotonic() + timeout_s):
-        node, answer = reply.metadata.src_node_id, read_partition(reply)
+        node, answer = reply.metadata.src_node_id, read_partition(reply, refused)
         if answer is None:
             continue
         answers[node] = answer[0]
@@ -98,6 +132,7 @@ class PartitionGrid(Grid):
     def __init__(self, inner: Grid, partitions: dict[int, int], without_replica: set[int] = frozenset(), *,
                  expected: int | None = None, querying: dict[str, int] | None = None) -> None:
         self.inner = inner
+        self.refused: Counter[str] = Counter()  # census and admission answers refused, by reason
         # A deployment (``expected`` given): nodes that connect after the census, or answer it late,
         # are asked (``querying``: unanswered partition queries by message id) and admitted as they answer.
         self.expected = expected
@@ -109,6 +144,7 @@ class PartitionGrid(Grid):
             label = partitions[node] + 1
             if label in self.label_of.values():
                 logger.warning("node %s also claims partition %s; it is left out", node, label - 1)
+                self.refused["partition claimed twice"] += 1
                 continue
             self.label_of[node] = label
         self.node_of = {label: node for node, label in self.label_of.items()}
@@ -125,11 +161,13 @@ class PartitionGrid(Grid):
         asked: set[int] = set()
         querying: dict[str, int] = {}
         without_replica: set[int] = set()
+        refused: Counter[str] = Counter()
         while True:
             new = sorted(set(inner.get_node_ids()) - asked)
             if new:
                 asked.update(new)
-                answers, unanswered = ask_partitions(inner, new, max(1.0, deadline - time.monotonic()), without_replica)
+                answers, unanswered = ask_partitions(inner, new, max(1.0, deadline - time.monotonic()),
+                                                     without_replica, refused)
                 partitions.update(answers)
                 querying.update(unanswered)
             valid = {n: p for n, p in partitions.items() if 0 <= p < expected}
@@ -137,6 +175,7 @@ class PartitionGrid(Grid):
                 break
             time.sleep(0.5)
         for node in sorted(set(partitions) - set(valid)):
+            refused["partition out of range"] += 1
             logger.warning("node %s reports partition %s, outside 0..%s; it is left out", node,
                            partitions[node], expected - 1)
         if not valid:
@@ -144,6 +183,7 @@ class PartitionGrid(Grid):
         grid = cls(inner, valid, without_replica, expected=expected if admit_late else None,
                    querying=querying if admit_late else None)
         grid.asked |= asked
+        grid.refused.update(refused)
         return grid
 
     def admit(self, online: set[int]) -> None:
@@ -161,13 +201,14 @@ class PartitionGrid(Grid):
             return
         for reply in self.inner.pull_messages(list(self.querying)):
             node = self.querying.pop(reply.metadata.reply_to_message_id, None)
-            answer = read_partition(reply)
+            answer = read_partition(reply, self.refused)
             if node is None or answer is None:
                 continue
             partition, no_replica = answer
             label = partition + 1
             holder = self.node_of.get(label)
             if not 0 <= partition < self.expected or (holder is not None and holder in online):
+                self.refused["partition out of range or held"] += 1
                 logger.warning("node %s reports partition %s, which is outside 0..%s or held; it is left out",
                                node, partition, self.expected - 1)
                 continue
