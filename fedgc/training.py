@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +49,16 @@ def train_local(model: nn.Module, data: ArrayDataset, *, steps: int, batch_size:
     # Summed in Python floats in step order, as a running ``loss_sum += float(loss)`` would.
     loss_sum = sum(float(v) for v in torch.stack(losses).cpu()) if losses else 0.0
     return LocalTrainResult(steps=steps, samples=samples, mean_loss=loss_sum / max(1, steps))
+
+
+def samples_asked(scenario, data) -> int:
+    """The most samples a train message asks any client to train on in a round (``scenario``: a
+    Scenario, ``data``: its FederatedData): local steps × batch size, or epochs over the largest
+    partition (each step draws at most one batch; the last may be partial)."""
+    c = scenario.client
+    if c.local_steps is not None:
+        return c.local_steps * c.batch_size
+    return math.ceil(c.epochs * max((len(p) for p in data.partitions), default=0)) + c.batch_size
 
 
 def steps_for_epochs(num_samples: int, batch_size: int, epochs: float) -> int:

@@ -110,3 +110,19 @@ def test_a_sweep_plan_changed_behind_fedgc_s_back_is_refused(tmp_path, capsys):
     del plan["digest"]  # the digest removed too: the points' own scenario.yaml still tell
     (out / "sweep.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
     assert "differs from the sweep's plan" in one_line_error(capsys, ["--resume", str(out)])
+
+
+def test_a_device_of_1e300_ms_per_sample_is_refused_at_check(tmp_path, capsys):
+    (tmp_path / "devices.csv").write_text("computation_ms_per_sample,dl_kbps,ul_kbps\n1e300,1000,1000\n5,1000,1000\n")
+    path = tmp_path / "s.yaml"
+    path.write_text(TINY + f"network: {{device: {{name: file, file: {tmp_path / 'devices.csv'}}}}}\n")
+    err = one_line_error(capsys, [str(path), "--check"], within_s=30)
+    assert "more than network.max_phase_s = 1e+07" in err and "client " in err
+
+
+def test_clients_first_online_after_1e15_s_are_refused_at_check(tmp_path, capsys):
+    (tmp_path / "online.csv").write_text("client,start_s,end_s\n0,1e15,2e15\n1,1e15,2e15\n")
+    path = tmp_path / "s.yaml"
+    path.write_text(TINY + f"network: {{availability: {{name: trace, file: {tmp_path / 'online.csv'}}}}}\n")
+    err = one_line_error(capsys, [str(path), "--check"], within_s=30)
+    assert "no client comes online before 1e+15 s" in err

@@ -167,4 +167,24 @@ def test_a_reply_s_claimed_samples_never_crash_the_network_model(claim, counted)
     # a malformed claim counts as no compute here, and the strategy rejects the reply as bad-metrics.
     from fedgc.flower.exchange import _claimed_samples
 
-    assert _claimed_samples({} if claim is None else {"samples": claim}) == counted
+    assert _claimed_samples({} if claim is None else {"samples": claim}, None) == counted
+
+
+@pytest.mark.parametrize("claim", [2**62, 1e300, 10**30])
+def test_the_clock_is_charged_no_more_samples_than_the_server_asked_for(claim):
+    """A claim consistent enough to pass the metric checks (``steps = samples = 2^62``) is charged
+    what the train message asked for, never the claim (the strategy then rejects it as bad-metrics)."""
+    from fedgc.flower.exchange import _claimed_samples
+
+    assert _claimed_samples({"samples": claim}, 48) == 48
+    assert _claimed_samples({"samples": 30}, 48) == 30
+
+
+def test_a_compute_phase_beyond_max_phase_s_is_one_line_naming_the_client():
+    from fedgc.network.timeline import PhaseTooLong
+
+    clients = {n: ClientNetwork(ConstantLink(8.0, 8.0, 0.0), Device(1.0)) for n in (1, 2)}
+    network = NetworkModel(simpy.Environment(), clients, max_phase_s=100.0)
+    assert network.run_round([ClientJob(1, 100, 50, 100)]).end < 100
+    with pytest.raises(PhaseTooLong, match=r"^client 2: its compute phase \(5000 samples\) would last 5e\+03 s"):
+        network.run_round([ClientJob(2, 100, 5000, 100)])

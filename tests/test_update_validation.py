@@ -18,6 +18,8 @@ from fedgc.flower.codec import encode_update
 from fedgc.flower.strategy import Diverged, FedgcStrategy, SelectionPolicy
 from fedgc.server_optim import ServerOptimizer
 from fedgc.wire.varint import encode_varints
+from tests import flower_messages
+from tests.flower_messages import delivered
 
 SHAPES = {"w": (4, 5), "b": (5,)}
 
@@ -41,7 +43,7 @@ def start_round(strategy: FedgcStrategy, server_round: int = 1) -> dict[int, Mes
     weights = ArrayRecord({"w": torch.zeros(4, 5), "b": torch.zeros(5)})
     messages = strategy.configure_train(server_round, weights, ConfigRecord(), ThreeNodes())
     for i, m in enumerate(messages):
-        m.metadata.__dict__["_message_id"] = f"r{server_round}m{i}"
+        delivered(m, f"r{server_round}m{i}")
     return {m.metadata.dst_node_id: m for m in messages}
 
 
@@ -52,11 +54,11 @@ def good_update(seed: int) -> ArrayRecord:
                           "b": DensePayload(torch.randn(5, generator=g), (5,))})
 
 
-def reply(to: Message, update: ArrayRecord | None, num_examples=10, **metrics) -> Message:
+def reply(to: Message, update: ArrayRecord | None, num_examples=10, src_node_id: int | None = None, **metrics) -> Message:
     content = RecordDict({"metrics": MetricRecord({"num-examples": num_examples, "train-loss": 0.5, **metrics})})
     if update is not None:
         content["update"] = update
-    return Message(content, reply_to=to)
+    return flower_messages.reply(to, content, src_node_id=src_node_id)
 
 
 def blob(record: ArrayRecord) -> np.ndarray:
@@ -151,8 +153,7 @@ def test_reasons_are_named():
 def test_reply_from_a_node_not_selected_is_rejected():
     strategy = make_strategy()
     messages = start_round(strategy)
-    stranger = reply(messages[1], good_update(3))
-    stranger.metadata.__dict__["_src_node_id"] = 42
+    stranger = reply(messages[1], good_update(3), src_node_id=42)
     stats = strategy.aggregate(1, [reply(messages[2], good_update(1)), stranger]).stats
     assert dict(stats.rejected) == {"unexpected-sender": 1}
 
@@ -277,3 +278,15 @@ def make_and_start() -> FedgcStrategy:
     strategy = make_strategy()
     make_and_start.last = start_round(strategy)
     return strategy
+
+
+def test_a_claim_of_more_samples_than_the_server_asked_for_is_rejected():
+    """``steps = samples = 2^62`` passes the self-consistency checks (one example per step); the server
+    asked for at most 48 samples (3 steps of 16), so the reply is rejected as bad-metrics."""
+    strategy = make_strategy(max_samples=48)
+    messages = start_round(strategy)
+    replies = [reply(messages[1], good_update(1), num_examples=16, steps=3, samples=48),
+               reply(messages[3], good_update(3), steps=2**62, samples=2**62),
+               reply(messages[2], good_update(2), num_examples=17, steps=3, samples=49)]
+    _, stats = aggregate(strategy, replies)
+    assert stats.applied_nodes == [1] and stats.rejected == {"bad-metrics": 2}

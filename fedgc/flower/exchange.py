@@ -77,14 +77,18 @@ class TrainRoundTraffic:
 
 
 
-def _claimed_samples(metrics) -> int:
-    """The samples a reply says it trained on, for its simulated compute time. The strategy validates the
-    claim later (and rejects the reply as ``bad-metrics``); here anything not a finite number >= 0 counts
-    as 0, so a malformed value can never crash the round."""
-    value = metrics.get(keys.SAMPLES, 0) if metrics else 0
+def _claimed_samples(metrics, max_samples: int | None) -> int:
+    """The samples a reply says it trained on, for its simulated compute time, never more than the
+    server asked for (``max_samples``): the clock is charged only what the server can vouch for. The
+    strategy validates the claim later (and rejects a larger one as ``bad-metrics``); here anything not a
+    finite number >= 0 counts as 0, so a malformed value can never crash the round."""
+    try:
+        value = metrics.get(keys.SAMPLES, 0) if metrics else 0
+    except Exception:  # noqa: BLE001 — a malformed record charges nothing
+        return 0
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         return 0
-    return int(value)
+    return int(value) if max_samples is None else int(min(value, max_samples))
 
 
 @dataclass
@@ -126,8 +130,9 @@ class SimulatedExchange:
     """The round replayed on the simulated network model (links, devices, availability, clock)."""
 
     def __init__(self, network: NetworkModel, *, deadline_s: float | None = None,
-                 keep_first: int | None = None) -> None:
+                 keep_first: int | None = None, max_samples: int | None = None) -> None:
         self.network = network
+        self.max_samples = max_samples
         self.deadline_s = deadline_s
         self.keep_first = keep_first
 
@@ -156,7 +161,8 @@ class SimulatedExchange:
                 continue
             size = _wire_bytes(transport, "reply_bytes", reply.metadata.reply_to_message_id, reply)
             jobs.append(ClientJob(node_id=node, down_bytes=down[reply.metadata.reply_to_message_id],
-                                  compute_samples=_claimed_samples(reply.content.metric_records.get(keys.METRICS)),
+                                  compute_samples=_claimed_samples(reply.content.metric_records.get(keys.METRICS),
+                                                                   self.max_samples),
                                   up_bytes=size))
             by_node[node] = reply
             upload_bytes[node] = size

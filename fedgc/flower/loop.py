@@ -40,7 +40,7 @@ from fedgc.progress import Progress
 from fedgc.run.parts import build_model_for, density_schedule, federated_data, server_optimizer
 from fedgc.run.threads import pin_threads
 from fedgc.scenario import Scenario
-from fedgc.training import evaluate
+from fedgc.training import evaluate, samples_asked
 
 
 class Idle(RuntimeError):
@@ -119,6 +119,8 @@ def build_strategy(scenario: Scenario, data: FederatedData, shapes: dict[str, tu
     s = scenario.strategy
     return FedgcStrategy(shapes=shapes, policy=policy, total_nodes=total_nodes, optimizer=optimizer, rng=rng,
                          density_for_round=density_schedule(scenario), max_num_examples=s.max_num_examples,
+                         # With epochs, a deployed node's own data decides its steps: bounded by steps only.
+                         max_samples=samples_asked(scenario, data) if scenario.client.local_steps else None,
                          clip_update_norm=s.clip_update_norm, norm_bound_factor=s.norm_bound_factor,
                          max_weight_share=s.max_weight_share, aggregation=s.aggregation,
                          trim_fraction=s.trim_fraction, device=device,
@@ -155,7 +157,8 @@ def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured:
                              retries=s.max_retries if s.too_few == "retry" else 0)
     keep_first = policy.wanted(len(nodes)) if scenario.network.over_selection > 1.0 else None
     exchange = (MeasuredExchange(deadline_s=scenario.network.deadline_s, keep_first=keep_first) if measured else
-                SimulatedExchange(network, deadline_s=scenario.network.deadline_s, keep_first=keep_first))
+                SimulatedExchange(network, deadline_s=scenario.network.deadline_s, keep_first=keep_first,
+                                  max_samples=samples_asked(scenario, data)))
     downlink = DownlinkStage(scenario.downlink, weights, scenario.seed) if scenario.downlink.enabled else None
     optimizer = server_optimizer(scenario)
     strategy = build_strategy(scenario, data, shapes, policy, len(nodes), optimizer,

@@ -86,7 +86,7 @@ class SelectionPolicy:
 class FedgcStrategy(FedAvg):
     def __init__(self, *, shapes: dict[str, tuple[int, ...]], policy: SelectionPolicy, total_nodes: int,
                  optimizer: ServerOptimizer, rng: np.random.Generator, density_for_round,
-                 max_num_examples: int = 10_000_000,
+                 max_num_examples: int = 10_000_000, max_samples: int | None = None,
                  clip_update_norm: float | None = None, norm_bound_factor: float | None = 5.0,
                  max_weight_share: float = 0.5, aggregation: str = "mean", trim_fraction: float = 0.1,
                  client_config: ConfigRecord | None = None, device: torch.device | None = None) -> None:
@@ -99,6 +99,7 @@ class FedgcStrategy(FedAvg):
         self.rng = rng
         self.density_for_round = density_for_round
         self.max_num_examples = max_num_examples
+        self.max_samples = max_samples  # the most samples a train message asks for (None: unbounded)
         dense_bytes = 4 * sum(int(np.prod(shape)) for shape in shapes.values())
         # A well-formed update is never larger than dense fp32 plus its index blocks.
         self.max_update_bytes = 2 * dense_bytes + 1_000_000
@@ -183,7 +184,7 @@ class FedgcStrategy(FedAvg):
         if node in seen:
             raise CodecError("duplicate-reply", f"node {node} replied twice")
         metrics = reply.content.metric_records.get(keys.METRICS)
-        n = check_metrics(metrics, self.max_num_examples)
+        n = check_metrics(metrics, self.max_num_examples, self.max_samples)
         update = reply.content.array_records.get(keys.UPDATE)
         if update is None:
             raise CodecError("missing-update", f"reply has no {keys.UPDATE!r} record")

@@ -39,8 +39,10 @@ def _integer(metrics: MetricRecord, key: str, reason: str = "bad-metrics") -> in
     return int(value)
 
 
-def check_metrics(metrics: MetricRecord | None, max_num_examples: int) -> int:
-    """Range checks; returns ``num-examples``, a positive integer (it weighs the update)."""
+def check_metrics(metrics: MetricRecord | None, max_num_examples: int, max_samples: int | None = None) -> int:
+    """Range checks; returns ``num-examples``, a positive integer (it weighs the update). ``max_samples``:
+    the most samples the train message asked for (a claim of more is rejected; the simulated clock
+    charged at most that many)."""
     if metrics is None:
         raise CodecError("missing-metrics", "reply has no 'metrics' record")
     n = _integer(metrics, keys.NUM_EXAMPLES, "bad-num-examples")
@@ -58,6 +60,8 @@ def check_metrics(metrics: MetricRecord | None, max_num_examples: int) -> int:
         low, high = (steps, steps * n) if steps is not None else (1, None)
         if samples < low or (high is not None and samples > high):
             raise CodecError("bad-metrics", f"samples={samples} outside {low}…{high} for {steps} steps")
+        if max_samples is not None and samples > max_samples:
+            raise CodecError("bad-metrics", f"samples={samples}, more than the {max_samples} the server asked for")
     return n
 
 

@@ -124,4 +124,4 @@ def build_network(env: simpy.Environment, config: NetworkConfig, node_ids: list[
     return NetworkModel(env, clients,
                         server_up_bps=config.server_up_mbps * mbps if config.server_up_mbps else None,
                         server_down_bps=config.server_down_mbps * mbps if config.server_down_mbps else None,
-                        protocol=protocol_from_config(config.protocol))
+                        protocol=protocol_from_config(config.protocol), max_phase_s=config.max_phase_s)

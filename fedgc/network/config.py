@@ -53,6 +53,9 @@ class NetworkConfig(BaseModel):
     # rounds
     deadline_s: float | None = Field(None, gt=0.0, le=MAX_SECONDS, description="round deadline in simulated seconds")
     over_selection: float = Field(1.0, ge=1.0, le=10.0, description="select ceil(c*K) clients, keep the first K to finish")
+    max_phase_s: float = Field(1e7, gt=0.0, le=MAX_SECONDS,
+                               description="longest phase (a client's compute, a wait for a client to come online) "
+                               "the network model simulates; longer is an error naming the client")
 
     @field_validator("profile")
     @classmethod

@@ -41,6 +41,13 @@ class ClientNetwork:
     availability: Availability = ALWAYS
 
 
+DEFAULT_MAX_PHASE_S = 1e7  # 116 days: scenario key network.max_phase_s
+
+
+class PhaseTooLong(ValueError):
+    """The network model was asked to simulate a phase longer than its bound (one line)."""
+
+
 @dataclass(frozen=True)
 class ClientJob:
     node_id: int
@@ -79,7 +86,8 @@ class NetworkModel:
 
     def __init__(self, env: simpy.Environment, clients: dict[int, ClientNetwork],
                  server_up_bps: float | None = None, server_down_bps: float | None = None,
-                 protocol: Protocol = IDEAL) -> None:
+                 protocol: Protocol = IDEAL, max_phase_s: float = DEFAULT_MAX_PHASE_S) -> None:
+        self.max_phase_s = max_phase_s
         self.env = env
         self.clients = clients
         self.server_up_bps = server_up_bps
@@ -113,7 +121,19 @@ class NetworkModel:
         first = min((self.clients[n].availability.next_on(now) for n in node_ids if n in self.clients),
                     default=math.inf)
         if now < first < math.inf:
+            if first - now > self.max_phase_s:
+                raise PhaseTooLong(f"no client comes online for {first - now:.3g} s of simulated time, more than "
+                                   f"network.max_phase_s = {self.max_phase_s:g}")
             self.env.run(until=first)
+
+    def _compute_s(self, job: ClientJob, client: ClientNetwork) -> float:
+        """The client's compute phase; longer than ``max_phase_s`` is an error naming the client (the
+        samples charged are what the server asked for, so this is the scenario's device, not a claim)."""
+        seconds = client.device.compute_time(job.compute_samples)
+        if not seconds <= self.max_phase_s:
+            raise PhaseTooLong(f"client {job.node_id}: its compute phase ({job.compute_samples} samples) would last "
+                               f"{seconds:.3g} s of simulated time, more than network.max_phase_s = {self.max_phase_s:g}")
+        return seconds
 
     def _phases(self, jobs: list[ClientJob], start: float) -> tuple[list[float], list[float], list[float], list[float]]:
         """Per client: downloaded, computed, uploaded (inf where not reached) and the offline time."""
@@ -135,7 +155,7 @@ class NetworkModel:
                 if d > off[i]:
                     continue
                 down[i] = d
-                c = d + client.device.compute_time(job.compute_samples)
+                c = d + self._compute_s(job, client)
                 if c > off[i]:
                     continue
                 comp[i] = c
@@ -147,7 +167,7 @@ class NetworkModel:
         down = self._transfers(clients, arrive, [j.down_bytes for j in jobs], off, "down", self.server_up_bps)
         for i, (job, client) in enumerate(zip(jobs, clients)):
             if down[i] < inf:
-                c = down[i] + client.device.compute_time(job.compute_samples)
+                c = down[i] + self._compute_s(job, client)
                 comp[i] = c if c <= off[i] else inf
         up = self._transfers(clients, comp, [j.up_bytes for j in jobs], off, "up", self.server_down_bps)
         return down, comp, up, off
@@ -170,7 +190,7 @@ class NetworkModel:
         comp = [inf] * n
         for i, (job, client) in enumerate(zip(jobs, clients)):
             if down[i] < inf:
-                c = down[i] + client.device.compute_time(job.compute_samples)
+                c = down[i] + self._compute_s(job, client)
                 comp[i] = c if c <= off[i] else inf
         up = self._transfers(clients, comp, [j.up_bytes for j in jobs], off, "up", self.server_down_bps)
         up = [u + proto.requests_up * rtt[i] for i, u in enumerate(up)]
