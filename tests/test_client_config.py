@@ -36,6 +36,7 @@ from fedgc.flower.wire import roundtrip
 from fedgc.run.parts import build_model_for, client_seed, federated_data, server_optimizer
 from fedgc.scenario import dump_scenario, validate
 from fedgc.training import steps_for_epochs, train_local
+from tests.flower_messages import delivered as as_pushed
 
 NODES = 4
 
@@ -102,11 +103,10 @@ def _context(node: int, scenario) -> Context:
 
 def _messages(scenario, server_round: int, strategy, arrays):
     messages = strategy.configure(server_round, arrays, list(range(1, NODES + 1)))
-    delivered = []
+    arrived = []
     for i, message in enumerate(messages):
-        message.metadata.__dict__["_message_id"] = f"m{server_round}-{i}"
-        delivered.append(roundtrip(message)[0])  # as the node receives it: from the wire bytes alone
-    return delivered
+        arrived.append(roundtrip(as_pushed(message, f"m{server_round}-{i}"))[0])  # as the node receives it: from the wire bytes alone
+    return arrived
 
 
 def _reply_bytes(reply: Message) -> tuple[dict[str, bytes], dict]:

@@ -18,6 +18,7 @@ from fedgc.flower.inline_grid import InlineGrid
 from fedgc.flower.loop import run_rounds
 from fedgc.flower.partition_grid import PARTITION_QUERY, PartitionGrid
 from fedgc.scenario import validate
+from tests.flower_messages import instruction
 
 FRESH = 2  # the partition of the device without a replica
 
@@ -71,8 +72,7 @@ def test_without_the_announcement_the_fresh_device_fails_once(tmp_path, tiny_sce
 def test_the_partition_reply_carries_the_flag_only_when_set():
     TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, 1
     context = type("C", (), {"node_config": {"partition-id": 0, "num-partitions": 2}})()
-    msg = Message(RecordDict(), dst_node_id=1, message_type=PARTITION_QUERY)
-    msg.metadata.__dict__["_message_id"] = "q1"
+    msg = instruction(RecordDict(), dst_node_id=1, message_type=PARTITION_QUERY, message_id="q1")
     assert keys.NO_REPLICA not in fedgc_client.report_partition(msg, context).content.metric_records["partition"]
     context.node_config[keys.NO_REPLICA] = 1
     assert fedgc_client.report_partition(msg, context).content.metric_records["partition"][keys.NO_REPLICA] == 1

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,6 +29,7 @@ from fedgc.flower.strategy import Diverged, FedgcStrategy, SelectionPolicy
 from fedgc.server_optim import ServerOptimizer
 from fedgc.wire.codec import CodecError, decode_bytes
 from fedgc.wire.varint import encode_varints
+from tests.flower_messages import delivered, instruction, reply
 
 VECTORS = [json.loads(p.read_text()) for p in sorted((Path(__file__).parent / "vectors").glob("*.json"))]
 SHAPE_POOL = [(2, 6), (3,), (), (0,), (4, 33), (1, 1), (7,), (5, 0, 2)]
@@ -267,11 +268,10 @@ def test_the_strategy_applies_or_rejects_every_reply_and_never_raises(cases):
     strategy = FedgcStrategy(shapes=VECTOR_SHAPES, policy=SelectionPolicy(fraction=1.0), total_nodes=4,
                              optimizer=ServerOptimizer(), rng=np.random.default_rng(0), density_for_round=lambda r: 0.5)
     weights = ArrayRecord({k: torch.zeros(s) for k, s in VECTOR_SHAPES.items()})
-    old = Message(RecordDict({"config": ConfigRecord()}), dst_node_id=1, message_type="train")
-    old.metadata.__dict__["_message_id"] = "earlier"
+    old = instruction(RecordDict({"config": ConfigRecord()}), dst_node_id=1, message_type="train", message_id="earlier")
     sent = {m.metadata.dst_node_id: m for m in strategy.configure_train(1, weights, ConfigRecord(), Nodes())}
     for node, message in sent.items():
-        message.metadata.__dict__["_message_id"] = f"m{node}"
+        delivered(message, f"m{node}")
     messages = []
     for node, answers, array, metrics in cases:
         to = sent[answers] if answers else old
@@ -279,9 +279,8 @@ def test_the_strategy_applies_or_rejects_every_reply_and_never_raises(cases):
             record = MetricRecord(metrics)
         except (TypeError, ValueError):  # Flower itself refuses to carry it
             record = MetricRecord({"num-examples": 1})
-        message = Message(RecordDict({"update": ArrayRecord({"update": array}), "metrics": record}), reply_to=to)
-        message.metadata.__dict__["_src_node_id"] = node
-        messages.append(message)
+        messages.append(reply(to, RecordDict({"update": ArrayRecord({"update": array}), "metrics": record}),
+                              src_node_id=node))
     try:
         report = strategy.aggregate(1, messages)
     except Diverged:  # finite updates whose weighted sum overflows f32: the run's documented stop (exit 3)

@@ -25,6 +25,8 @@ from fedgc.server_optim import ServerOptimizer
 from fedgc.wire.codec import CodecError, decode_bytes, encode_bytes
 from fedgc.wire.reasons import BLOB, ENVELOPE, REASONS, REPLY
 from fedgc.wire.varint import encode_indices
+from tests import flower_messages
+from tests.flower_messages import delivered
 from tests.reject_cases import blob_cases, reply_cases
 
 ROOT = Path(__file__).parent.parent
@@ -113,17 +115,14 @@ def rejected_reason(case: dict) -> str:
     weights = ArrayRecord({k: torch.zeros(s) for k, s in shapes.items()})
     sent = {m.metadata.dst_node_id: m for m in strategy.configure_train(1, weights, ConfigRecord(), _Nodes())}
     for i, m in enumerate(sent.values()):
-        m.metadata.__dict__["_message_id"] = f"m{i}"
+        delivered(m, f"m{i}")
     content = RecordDict()
     if case["metrics"] is not None:
         content["metrics"] = MetricRecord(case["metrics"])
     if case["update"] is not None:
         content["update"] = ArrayRecord({k: _array(v) for k, v in case["update"].items()})
-    reply = Message(content, reply_to=sent[1])
-    if case["sender"] == "unselected":
-        reply.metadata.__dict__["_src_node_id"] = 42
-    if case["reply_to"] != "sent":
-        reply.metadata.__dict__["_reply_to_message_id"] = case["reply_to"]
+    reply = flower_messages.reply(sent[1], content, src_node_id=42 if case["sender"] == "unselected" else None,
+                                  reply_to_message_id=None if case["reply_to"] == "sent" else case["reply_to"])
     replies = []
     if case["duplicate"]:  # the same node answered already, with a good reply
         replies.append(Message(RecordDict({"metrics": MetricRecord(dict(case["metrics"])),
