@@ -1,10 +1,13 @@
 """Reading the files a user names, with bounds checked before anything is allocated: a regular file
 only (a FIFO would block the reader for good, ``/dev/zero`` never ends), at most ``limit`` bytes (the
 size is checked before reading, and no more than ``limit + 1`` bytes are ever read). Errors are one
-line (``ValueError`` naming the file and what is wrong)."""
+line (``ValueError`` naming the file and what is wrong). And writing: :func:`writing` names the file a
+failed write (a full disk) was for."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import stat
 from pathlib import Path
@@ -55,3 +58,18 @@ def read_text(path: str | Path, what: str, limit: int, encoding: str = "utf-8") 
         return data.decode(encoding)
     except UnicodeDecodeError:
         raise ValueError(f"{what} {path}: cannot read (not {encoding} text)") from None
+
+
+@contextlib.contextmanager
+def writing(path: str | Path):
+    """Errors while writing ``path`` (a full disk: ``ENOSPC``, or PyTorch's ``RuntimeError`` for a short
+    write) become one ``OSError`` line naming the file."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is not None:
+            raise
+        raise OSError(err.errno, err.strerror or str(err).splitlines()[0], str(path)) from None
+    except RuntimeError as err:
+        first = str(err).splitlines()[0][:120] if str(err) else type(err).__name__
+        raise OSError(errno.EIO, f"write failed, is the disk full? ({first})", str(path)) from None

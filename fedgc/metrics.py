@@ -9,6 +9,8 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
+from fedgc.bounded import read_text, writing
+
 
 @dataclass
 class RoundRecord:
@@ -89,8 +91,9 @@ class MetricsLog:
         self.rows: list[RoundRecord] = list(rows or [])
         if path is not None:
             tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text("".join(self._line(r) for r in self.rows), encoding="utf-8")
-            tmp.replace(path)
+            with writing(path):
+                tmp.write_text("".join(self._line(r) for r in self.rows), encoding="utf-8")
+                tmp.replace(path)
 
     @staticmethod
     def _line(record: RoundRecord) -> str:
@@ -99,7 +102,7 @@ class MetricsLog:
     def append(self, record: RoundRecord) -> None:
         self.rows.append(record)
         if self.path is not None:
-            with self.path.open("a", encoding="utf-8") as f:
+            with writing(self.path), self.path.open("a", encoding="utf-8") as f:
                 f.write(self._line(record))
 
     def summarize(self, name: str, target_accuracy: float, wall_time_s: float,
@@ -135,7 +138,10 @@ class MetricsLog:
 
 
 def write_summary(path: Path, summary: Summary) -> None:
-    path.write_text(json.dumps({k: _clean(v) for k, v in asdict(summary).items()}, indent=2) + "\n")
+    tmp = path.with_name(path.name + ".tmp")
+    with writing(path):  # never a half-written summary: the whole file or none
+        tmp.write_text(json.dumps({k: _clean(v) for k, v in asdict(summary).items()}, indent=2) + "\n")
+        tmp.replace(path)
 
 
 class RoundsLog:
@@ -158,13 +164,14 @@ class RoundsLog:
                     kept.append(line + "\n")
         self.count = len(kept)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("".join(kept), encoding="utf-8")
-        tmp.replace(path)
+        with writing(path):
+            tmp.write_text("".join(kept), encoding="utf-8")
+            tmp.replace(path)
 
     def append_rows(self, rows: list[dict]) -> None:
         self.count += len(rows)
         if self.path is not None and rows:
-            with self.path.open("a", encoding="utf-8") as f:
+            with writing(self.path), self.path.open("a", encoding="utf-8") as f:
                 f.write("".join(json.dumps({k: _clean(v) for k, v in row.items()}) + "\n" for row in rows))
 
 
@@ -231,8 +238,6 @@ RUN_FILE_MAX_BYTES = 1024**3  # metrics.jsonl of a 10^6-round run is about 1 GB
 
 
 def _text(path: Path) -> str:
-    from fedgc.bounded import read_text
-
     try:
         return read_text(path, "run file", RUN_FILE_MAX_BYTES)
     except ValueError as err:

@@ -50,8 +50,12 @@ class RunLock:
             os.close(fd)
             raise RunFolderError(f"{folder} is in use by another fedgc process (pid {holder}); "
                                  "wait for it to end, or use another folder") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as err:
+            os.close(fd)
+            raise RunFolderError(f"{path}: cannot write the lock file ({err.strerror})") from None
         self._fd: int | None = fd
 
     def release(self) -> None:

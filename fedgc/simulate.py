@@ -18,6 +18,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from fedgc.bounded import writing
 from fedgc.engines import EXIT_DIVERGED, EXIT_INVALID, run_scenario
 from fedgc.run_folder import claim_folder, lock_existing, new_run_folder
 from fedgc.scenario import ScenarioError, dump_scenario, load_scenario
@@ -93,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
                 lock = claim_folder(out_dir, overwrite=args.overwrite)
             else:
                 out_dir, lock = new_run_folder(scenario.name)
-            (out_dir / "scenario.yaml").write_text(dump_scenario(scenario))
+            with writing(out_dir / "scenario.yaml"):
+                (out_dir / "scenario.yaml").write_text(dump_scenario(scenario))
         summary = run_scenario(scenario, out_dir, quiet=args.quiet, resume=bool(args.resume))
     except (ScenarioError, ValueError, OSError) as err:
         print(f"error: {err}".splitlines()[0], file=sys.stderr)

@@ -37,7 +37,9 @@ def stateful_scenario(tiny: dict, rounds: int, every: int) -> dict:
 def checkpoint_state(run_dir: Path) -> dict:
     """The run part of the checkpoint (rounds done, metrics rows, global model), read the way a resume
     reads it (plain data only)."""
-    return torch.load(run_dir / CHECKPOINT, weights_only=True)["state"]["run"]
+    from fedgc.flower.checkpoint import read_file
+
+    return read_file(run_dir / CHECKPOINT)[0]["state"]["run"]
 
 
 def write(path: Path, tree: dict) -> Path:
@@ -75,6 +77,7 @@ def test_resume_from_a_mid_run_checkpoint_reproduces_the_metrics(tmp_path, tiny_
     assert all(torch.equal(final[k], resumed[k]) for k in final)
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_resume_gives_identical_metrics(tmp_path, tiny_scenario):
     scenario = stateful_scenario(tiny_scenario, rounds=40, every=2)
     scenario["model"] = {"name": "small_cnn"}
@@ -192,6 +195,7 @@ FLAT_NETWORK = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("flat_changes", "named"), [({}, None), ({"ge_bad_factor": 0.2}, "network.link.bad_factor")])
 def test_a_run_folder_with_the_flat_network_section_resumes(tmp_path, tiny_scenario, flat_changes, named, capsys):
     """A run folder from before the tagged network sections resumes to the uninterrupted metrics; a
@@ -206,10 +210,12 @@ def test_a_run_folder_with_the_flat_network_section_resumes(tmp_path, tiny_scena
     tree = yaml.safe_load((full / "scenario.yaml").read_text())
     tree["network"] = dict(FLAT_NETWORK)
     write(old / "scenario.yaml", tree)
-    payload = torch.load(full / CHECKPOINT, weights_only=True)
+    from fedgc.flower.checkpoint import read_file, write_file
+
+    payload, _ = read_file(full / CHECKPOINT)
     fields = flat_fields({**tree, "network": {**FLAT_NETWORK, **flat_changes}})
     payload["scenario"] = {**payload["scenario"], "fields": fields, "fingerprint": fingerprint(fields)}
-    torch.save(payload, old / CHECKPOINT)
+    write_file(old / CHECKPOINT, payload)
     rows = (full / "metrics.jsonl").read_text().splitlines(keepends=True)
     (old / "metrics.jsonl").write_text("".join(rows[:payload["state"]["run"]["metrics_rows"]]))
     capsys.readouterr()
@@ -258,6 +264,7 @@ def test_resume_with_an_edited_scenario_is_refused_and_changes_nothing(tmp_path,
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
 
 
+@pytest.mark.slow
 def test_raising_rounds_extends_a_run_like_a_run_started_with_more_rounds(tmp_path, tiny_scenario):
     out, _ = _completed_run(tmp_path, tiny_scenario, rounds=4, every=2)
     _edit_scenario(out, rounds=7, checkpoint_every=3, eval__target_accuracy=0.6)
@@ -272,9 +279,13 @@ def test_raising_rounds_extends_a_run_like_a_run_started_with_more_rounds(tmp_pa
 
 
 def _rewrite_checkpoint(run_dir: Path, edit) -> None:
-    payload = torch.load(run_dir / CHECKPOINT, weights_only=True)
+    """Edit the checkpoint as a forger would: with a digest header that matches the edited bytes (so the
+    checks behind the digest are what refuses it)."""
+    from fedgc.flower.checkpoint import read_file, write_file
+
+    payload, _ = read_file(run_dir / CHECKPOINT)
     edit(payload)
-    torch.save(payload, run_dir / CHECKPOINT)
+    write_file(run_dir / CHECKPOINT, payload)
 
 
 @pytest.mark.parametrize(("edit", "named"), [
@@ -282,8 +293,10 @@ def _rewrite_checkpoint(run_dir: Path, edit) -> None:
     (lambda p: p["state"]["run"]["weights"].pop(next(iter(p["state"]["run"]["weights"]))), "its model has no "),
     (lambda p: p["state"]["run"]["weights"].update({k: torch.zeros(2, 2) for k in list(p["state"]["run"]["weights"])[:1]}),
      "has shape (2, 2)"),
-    (lambda p: p.update(format=1), "has format 1, this fedgc reads format 3 only"),
-    (lambda p: p.update(format=2), "has format 2, this fedgc reads format 3 only"),  # the flat format before parts
+    (lambda p: p.update(format=1), "has format 1, this fedgc reads formats 3 and 4 only"),
+    (lambda p: p.update(format=2), "has format 2, this fedgc reads formats 3 and 4 only"),  # the flat format before parts
+    (lambda p: p.update(format=3), "has format 3, this fedgc reads formats 3 and 4 only"),  # 3 has no digest header
+    (lambda p: p["state"]["run"].update(round=10**9), "is past the scenario's"),
     (lambda p: p["state"].pop("network"), "is malformed"),
     (lambda p: p["state"]["run"].update(round="3"), "is malformed"),
     (lambda p: p["state"]["transport"].update(contexts={1: {"arrays": 5}}), "is malformed"),
@@ -296,6 +309,42 @@ def test_a_checkpoint_that_does_not_fit_is_a_one_line_error(tmp_path, tiny_scena
     assert run_cli("--resume", str(out)) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err and named in err, err
+
+
+def test_a_checkpoint_with_any_byte_flipped_is_refused_and_changes_nothing(tmp_path, tiny_scenario, capsys):
+    """One byte flipped at 24 places spread over the file (header, pickle, tensors, zip directory): each
+    resume is refused in one line naming the file, and the folder is left as it was."""
+    out, _ = _completed_run(tmp_path, tiny_scenario)
+    original = (out / CHECKPOINT).read_bytes()
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != ".fedgc.lock"}
+    for position in sorted({*range(0, len(original), max(1, len(original) // 20)), 5, len(original) - 1}):
+        damaged = bytearray(original)
+        damaged[position] ^= 0x01
+        (out / CHECKPOINT).write_bytes(bytes(damaged))
+        capsys.readouterr()
+        assert run_cli("--resume", str(out)) == 2, position
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and CHECKPOINT in err, (position, err)
+    (out / CHECKPOINT).write_bytes(original)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != ".fedgc.lock"} == before
+
+
+def test_a_failed_checkpoint_write_is_one_line_and_keeps_the_previous_checkpoint(tmp_path):
+    """ENOSPC (or PyTorch's RuntimeError for it) while writing: one line naming the file, no .tmp left,
+    the previous checkpoint byte for byte."""
+    from fedgc.flower.checkpoint import CheckpointWriteError, write_file
+
+    path = tmp_path / CHECKPOINT
+    write_file(path, {"format": 4, "x": torch.zeros(3)})
+    before = path.read_bytes()
+
+    class NoSpace:
+        def __reduce__(self):
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(CheckpointWriteError, match=r"checkpoint.pt: cannot write the checkpoint \(No space left"):
+        write_file(path, {"format": 4, "x": NoSpace()})
+    assert path.read_bytes() == before and not (tmp_path / (CHECKPOINT + ".tmp")).exists()
 
 
 class _RunsCode:
@@ -320,5 +369,7 @@ def test_a_checkpoint_holding_a_code_running_object_is_refused_and_the_code_does
     assert "not a plain-data checkpoint" in err
     assert not marker.exists()
     # The file is live: an unpickling load (what format 1 did) would have run it.
-    torch.load(out / CHECKPOINT, weights_only=False)
+    from fedgc.flower.checkpoint import read_file
+
+    read_file(out / CHECKPOINT, weights_only=False)
     assert marker.read_text() == "ran"

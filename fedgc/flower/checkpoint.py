@@ -9,10 +9,17 @@ updates, downlink replica). Each part owns its state; nothing here reads another
 It is written to ``checkpoint.pt.tmp``, flushed to disk and renamed over ``checkpoint.pt``: a crash
 at any moment leaves either the previous checkpoint or the new one, never a torn file.
 
-Format 3 holds only plain data (``fedgc.flower.plain_state``) and is read with
+Format 4 holds only plain data (``fedgc.flower.plain_state``) and is read with
 ``torch.load(weights_only=True)``: opening a checkpoint never runs code from it. It also holds the
 scenario it was written for and its fingerprint (``fedgc.flower.resume_check``), so a resume with an
-edited scenario is refused unless the change is one that ``RESUMABLE`` allows.
+edited scenario is refused unless the change is one that ``RESUMABLE`` allows. The file starts with
+a header line ``fedgc-checkpoint 4 <sha256>`` giving the SHA-256 of every byte after it: a checkpoint
+changed behind fedgc's back (one flipped byte anywhere) is refused in one line before it is read.
+Format 3 (no header, written by earlier versions) is still read, without that check.
+
+Writing it is the one moment a full disk matters most: a failed write (``ENOSPC``, or PyTorch's
+``RuntimeError`` for it) is one line naming the file, the partial ``.tmp`` is removed, and the previous
+checkpoint stays as it was.
 
 The clients' states come from the transport: the inline grid holds them in this process; on Flower's
 runtimes the partition grid asks each node for its ``Context.state`` and hands it back on resume.
@@ -20,6 +27,8 @@ runtimes the partition grid asks each node for its ``Context.state`` and hands i
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 from pathlib import Path
 
@@ -28,13 +37,64 @@ import torch
 from fedgc.flower.plain_state import PlainStateError, from_plain, to_plain
 from fedgc.run_folder import CHECKPOINT
 
-# 1: pickled objects; 2: one flat record of every part's fields; 3: {part: part.state_dict()}.
-FORMAT_VERSION = 3
+# 1: pickled objects; 2: one flat record of every part's fields; 3: {part: part.state_dict()};
+# 4: 3 behind a header line with the SHA-256 of the rest.
+FORMAT_VERSION = 4
+READABLE_FORMATS = (3, 4)
+MAGIC = b"fedgc-checkpoint 4 "
+HEADER_BYTES = len(MAGIC) + 64 + 1  # magic, hex digest, newline
+
+
+class _Offset(io.RawIOBase):
+    """``f`` seen from byte ``start`` on, so ``torch.save``/``torch.load`` see a file of their own."""
+
+    def __init__(self, f, start: int) -> None:
+        self.f, self.start = f, start
+        f.seek(start)
+
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        return self.f.read(n)
+
+    def readinto(self, buffer) -> int:
+        return self.f.readinto(buffer)
+
+    def write(self, data) -> int:
+        return self.f.write(data)
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        return self.f.seek(self.start + pos if whence == 0 else pos, whence) - self.start
+
+    def tell(self) -> int:
+        return self.f.tell() - self.start
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+def _digest_from(f, start: int) -> str:
+    f.seek(start)
+    h = hashlib.sha256()
+    while chunk := f.read(1 << 20):
+        h.update(chunk)
+    return h.hexdigest()
 PARTS = ("run", "strategy", "optimizer", "network", "downlink", "transport")
 
 
 class CheckpointError(ValueError):
     """A run folder cannot be resumed; ``str(err)`` is one line."""
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (a full disk); ``str(err)`` is one line naming the file."""
 
 
 def run_state(rounds_done: int, metrics_rows: int, weights: dict[str, torch.Tensor]) -> dict:
@@ -46,15 +106,48 @@ def run_state(rounds_done: int, metrics_rows: int, weights: dict[str, torch.Tens
 def save(run_dir: Path, state: dict[str, dict | None], scenario: dict) -> Path:
     """``state``: ``{part: state_dict}`` for every name in ``PARTS``; ``scenario``:
     ``resume_check.scenario_record(...)`` of the run's scenario."""
-    path = run_dir / CHECKPOINT
-    tmp = run_dir / (CHECKPOINT + ".tmp")
     payload = {"format": FORMAT_VERSION, "scenario": scenario, "state": to_plain(state)}
-    with tmp.open("wb") as f:
-        torch.save(payload, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)  # atomic on POSIX: readers see the old file or the new one
+    return write_file(run_dir / CHECKPOINT, payload)
+
+
+def write_file(path: Path, payload: dict) -> Path:
+    """``payload`` into ``path`` behind its digest header: written to ``path.tmp``, flushed and renamed
+    over ``path``; a failed write is one line and leaves ``path`` as it was."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with tmp.open("w+b") as f:
+            f.write(MAGIC + b"0" * 64 + b"\n")
+            torch.save(payload, _Offset(f, HEADER_BYTES))
+            f.flush()
+            digest = _digest_from(f, HEADER_BYTES)
+            f.seek(len(MAGIC))
+            f.write(digest.encode())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # atomic on POSIX: readers see the old file or the new one
+    except (OSError, RuntimeError) as err:
+        tmp.unlink(missing_ok=True)
+        why = os.strerror(err.errno) if isinstance(err, OSError) and err.errno else str(err).splitlines()[0][:120]
+        raise CheckpointWriteError(f"{path}: cannot write the checkpoint ({why}); the previous checkpoint, if any, "
+                                   "is kept") from None
     return path
+
+
+class DigestMismatch(ValueError):
+    """The file's bytes do not match its header's SHA-256."""
+
+
+def read_file(path: Path, *, weights_only: bool = True) -> tuple[object, bool]:
+    """(the payload, whether it had a digest header); ``DigestMismatch`` when the bytes were changed."""
+    with path.open("rb") as f:
+        header = f.read(HEADER_BYTES)
+        if not header.startswith(MAGIC):
+            f.seek(0)
+            return torch.load(f, weights_only=weights_only), False
+        saved = header[len(MAGIC):-1].decode(errors="replace")
+        if len(header) != HEADER_BYTES or header[-1:] != b"\n" or _digest_from(f, HEADER_BYTES) != saved:
+            raise DigestMismatch(str(path))
+        return torch.load(_Offset(f, HEADER_BYTES), weights_only=weights_only), True
 
 
 def load(run_dir: Path) -> tuple[dict, dict]:
@@ -65,16 +158,19 @@ def load(run_dir: Path) -> tuple[dict, dict]:
         raise CheckpointError(f"--resume {run_dir}: no {CHECKPOINT} in that folder (checkpoint_every=0, "
                               "or the run stopped before its first checkpoint)")
     try:
-        payload = torch.load(path, weights_only=True)
+        payload, has_digest = read_file(path)
+    except DigestMismatch:
+        raise CheckpointError(f"--resume {run_dir}: {CHECKPOINT} was changed after it was written (its SHA-256 "
+                              "does not match its header): refused unread") from None
     except Exception as err:  # noqa: BLE001 — any unreadable file gets a one-line answer
         if "weights only load failed" in str(err).lower():
             raise CheckpointError(f"--resume {run_dir}: {CHECKPOINT} is not a plain-data checkpoint (refused "
                                   "unread: it is damaged, or holds objects whose loading could run code)") from None
         raise CheckpointError(f"--resume {run_dir}: {CHECKPOINT} is unreadable ({type(err).__name__})") from None
     version = payload.get("format") if isinstance(payload, dict) else None
-    if version != FORMAT_VERSION:
+    if version not in READABLE_FORMATS or (version == FORMAT_VERSION) != has_digest:
         raise CheckpointError(f"--resume {run_dir}: {CHECKPOINT} has format {version!r}, this fedgc reads "
-                              f"format {FORMAT_VERSION} only (start the run again)")
+                              f"formats {' and '.join(map(str, READABLE_FORMATS))} only (start the run again)")
     try:
         state = from_plain(payload["state"])
         scenario = payload["scenario"]
@@ -96,6 +192,8 @@ def resumable(run_dir: Path, scenario) -> dict:
 
     state, saved_scenario = load(run_dir)
     refused = refusal(saved_scenario, scenario, state["run"]["round"])
+    if refused is None and state["run"]["round"] > scenario.rounds:
+        refused = f"its round {state['run']['round']} is past the scenario's {scenario.rounds} rounds"
     if refused is not None:
         raise CheckpointError(f"--resume {run_dir}: {refused}")
     return state
@@ -137,6 +235,6 @@ def restore(state: dict, parts: dict, shapes: dict[str, tuple[int, ...]]) -> Non
             continue
         try:
             part.load_state_dict(state[name])
-        except (TypeError, KeyError, AttributeError, ValueError, IndexError) as err:
+        except Exception as err:  # noqa: BLE001 — a state that does not fit (a garbage RNG state...) is one line
             why = str(err).splitlines()[0] if isinstance(err, ValueError) and str(err) else "its saved state does not fit this run"
             raise CheckpointError(f"{CHECKPOINT} is malformed ({name}: {why})") from None

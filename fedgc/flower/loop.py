@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -20,6 +21,7 @@ import torch
 from flwr.app import ArrayRecord, Message, MessageType, RecordDict
 from flwr.serverapp import Grid
 
+from fedgc.bounded import writing
 from fedgc.compress.base import DensePayload
 from fedgc.compress.warmup import recorded_density
 from fedgc.data import FederatedData
@@ -245,7 +247,9 @@ def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured:
     summary = log.summarize(scenario.name, scenario.eval.target_accuracy, time.perf_counter() - wall_start, stopped)
     if out_dir is not None:
         write_summary(out_dir / "summary.json", summary)
-        torch.save(last_good, out_dir / "model.pt")  # the final (or last good) global model
+        with writing(out_dir / "model.pt"):  # the final (or last good) global model, whole or not at all
+            torch.save(last_good, out_dir / "model.pt.tmp")
+            os.replace(out_dir / "model.pt.tmp", out_dir / "model.pt")
         from fedgc.plots import plot_run
 
         plot_run(log.rows, out_dir / "plots", title=scenario.name)

@@ -8,6 +8,8 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from fedgc.bounded import writing
+
 # Figures are built with matplotlib's object API (no pyplot): saving a PNG needs no backend, and a
 # notebook's or application's own matplotlib backend and open figures are left alone.
 FIGSIZE = (6.4, 4.0)
@@ -70,7 +72,8 @@ def save(fig, path: Path, *, legend_outside: bool = False) -> Path:
     width, height = fig.get_size_inches()
     fig.subplots_adjust(left=0.75 / width, right=1 - 0.2 / width, bottom=0.55 / height, top=1 - 0.35 / height,
                         wspace=0.22)
-    fig.savefig(path, bbox_inches="tight" if legend_outside else None)
+    with writing(path):
+        fig.savefig(path, bbox_inches="tight" if legend_outside else None)
     return path
 
 
