@@ -290,3 +290,21 @@ def test_a_claim_of_more_samples_than_the_server_asked_for_is_rejected():
                reply(messages[2], good_update(2), num_examples=17, steps=3, samples=49)]
     _, stats = aggregate(strategy, replies)
     assert stats.applied_nodes == [1] and stats.rejected == {"bad-metrics": 2}
+
+
+@pytest.mark.parametrize("extra", ["array", "config", "metrics"])
+def test_a_reply_carrying_megabytes_beside_its_update_is_rejected_as_too_large(extra):
+    """Only the update was bounded: a reply with 3 MB of extra records was accepted and applied."""
+    from flwr.app import ConfigRecord as Config
+
+    strategy = make_strategy()
+    messages = start_round(strategy)
+    bloated = reply(messages[3], good_update(3))
+    if extra == "array":
+        bloated.content["junk"] = ArrayRecord({"x": Array(np.ones(3_000_000 // 4, dtype=np.float32))})
+    elif extra == "config":
+        bloated.content["junk"] = Config({"x": b"\0" * 3_000_000})
+    else:
+        bloated.content["junk"] = MetricRecord({"x": [1.0] * 400_000})
+    _, stats = aggregate(strategy, [reply(messages[1], good_update(1)), bloated, reply(messages[2], good_update(2))])
+    assert stats.applied_nodes == [1, 2] and stats.rejected == {"too-large": 1}

@@ -29,6 +29,9 @@ from fedgc.network.timeline import ClientJob, ClientTiming, NetworkModel, RoundT
 
 # How long a round waits for replies at most (real seconds; Flower's own default for a round).
 REPLY_TIMEOUT_S = 3600.0
+# A real deployment's round waits this long for replies unless network.deadline_s says otherwise: one
+# silent node (or a reply the SuperLink dropped) holds a round for this long, not for an hour.
+DEPLOYMENT_REPLY_TIMEOUT_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,12 @@ class MeasuredExchange:
         self.keep_first = keep_first
         self.origin = time.time()  # times are seconds since the run started
 
+    @property
+    def reply_timeout_s(self) -> float:
+        """How long a round waits for replies: ``deadline_s`` when set (longer or shorter than the
+        default), else ``DEPLOYMENT_REPLY_TIMEOUT_S``."""
+        return self.deadline_s if self.deadline_s is not None else DEPLOYMENT_REPLY_TIMEOUT_S
+
     def online(self, nodes: list[int]) -> list[int]:
         return nodes  # every connected node
 
@@ -193,8 +202,7 @@ class MeasuredExchange:
         nodes = [m.metadata.dst_node_id for m in messages]  # before the transport relabels them
         ids = list(transport.push_messages(messages))
         down = {i: _wire_bytes(transport, "sent_bytes", i, m) for i, m in zip(ids, messages) if i}
-        limits = [s for s in (REPLY_TIMEOUT_S, self.deadline_s) if s is not None]
-        deadline = time.monotonic() + min(limits)
+        deadline = time.monotonic() + self.reply_timeout_s
         arrived: dict[str, float] = {}
         kept = 0
 

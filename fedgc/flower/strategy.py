@@ -83,6 +83,21 @@ class SelectionPolicy:
         return math.ceil(self.over_selection * self.wanted(total_nodes))
 
 
+MAX_REPLY_EXTRA_BYTES = 1_000_000  # a reply's records besides the update: a few metrics
+
+
+def reply_content_bytes(content) -> int:
+    """What a reply carries in all its records (arrays by their bytes, metrics and configs by their
+    values: 8 bytes a number, strings and bytes by their length), the update included."""
+    total = sum(record.count_bytes() for record in content.array_records.values())
+    for records in (content.metric_records, content.config_records):
+        for record in records.values():
+            for value in record.values():
+                items = value if isinstance(value, list) else [value]
+                total += sum(len(v) if isinstance(v, (str, bytes)) else 8 for v in items) + 8
+    return total
+
+
 class FedgcStrategy(FedAvg):
     def __init__(self, *, shapes: dict[str, tuple[int, ...]], policy: SelectionPolicy, total_nodes: int,
                  optimizer: ServerOptimizer, rng: np.random.Generator, density_for_round,
@@ -183,6 +198,9 @@ class FedgcStrategy(FedAvg):
         check_reply_to(reply, self._sent[node])
         if node in seen:
             raise CodecError("duplicate-reply", f"node {node} replied twice")
+        size = reply_content_bytes(reply.content)
+        if size > self.max_update_bytes + MAX_REPLY_EXTRA_BYTES:
+            raise CodecError("too-large", f"reply holds {size} bytes in all > {self.max_update_bytes + MAX_REPLY_EXTRA_BYTES}")
         metrics = reply.content.metric_records.get(keys.METRICS)
         n = check_metrics(metrics, self.max_num_examples, self.max_samples)
         update = reply.content.array_records.get(keys.UPDATE)
