@@ -1,13 +1,14 @@
-# Two commands for a fresh machine with only Python and make:
+# Commands for a fresh machine with only Python and make:
 #   make run   — set up .venv if needed and run the default (offline) scenario
-#   make test  — same venv, run the test suite
+#   make test  — same venv, run the test suite (all of it, as CI does)
+#   make test-fast — the same minus the tests marked deployment, ray, jvm, netns, notebook or slow
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SCENARIO ?= scenarios/quickstart.yaml
 
-.PHONY: run test install clean jvm jvm-proto
+.PHONY: run test test-fast install clean jvm jvm-proto
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +23,12 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# Markers: pyproject.toml [tool.pytest.ini_options]. Extra pytest arguments: make test-fast ARGS='-x'
+FAST_SELECTION := not deployment and not ray and not jvm and not netns and not notebook and not slow
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "$(FAST_SELECTION)" $(ARGS)
 
 # The JVM/Android SuperNode (clients/jvm/README.md): needs a JDK, protoc and protobuf-java (Debian:
 # openjdk-17-jdk-headless protobuf-compiler libprotobuf-java), not the venv. jvm-proto rewrites the

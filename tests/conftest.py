@@ -17,6 +17,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 REPO = Path(__file__).resolve().parents[1]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test in tests/test_jvm*.py is marked ``jvm`` (those files are the JVM client's; marked
+    here by name so that a new one is deselected by ``make test-fast`` too)."""
+    for item in items:
+        if item.path.name.startswith("test_jvm"):
+            item.add_marker(pytest.mark.jvm)
+
+
 def shared_dir() -> Path:
     return Path(os.environ.get("FEDGC_SHARED_DIR", REPO.parent / "shared"))
 

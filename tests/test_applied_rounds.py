@@ -6,6 +6,7 @@ back into its memory and it would count twice."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fedgc.flower import keys
 from fedgc.flower.inline_grid import InlineGrid
@@ -15,6 +16,7 @@ from fedgc.run.parts import build_model_for, federated_data, server_optimizer
 from fedgc.scenario import validate
 
 
+@pytest.mark.slow
 def test_a_lost_message_keeps_its_applied_rounds_until_one_is_answered(tiny_scenario):
     scenario = validate(tiny_scenario)  # 4 nodes, every node selected every round
     data = federated_data(scenario)

@@ -22,6 +22,7 @@ def rows(tmp_path, tiny_scenario, name: str, **changes) -> list[dict]:
     return [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_vectorized_learns_what_sequential_learns(tmp_path, tiny_scenario):
     base = rows(tmp_path, tiny_scenario, "sequential")
     tree_client = {"epochs": 1.0, "batch_size": 16, "lr": 0.1, "momentum": 0.5, "weight_decay": 1e-4,
@@ -36,6 +37,7 @@ def test_vectorized_learns_what_sequential_learns(tmp_path, tiny_scenario):
     assert [r["train_loss"] for r in base] != [r["train_loss"] for r in batched]
 
 
+@pytest.mark.slow
 def test_with_compressed_downloads_each_client_trains_from_its_own_replica(tmp_path, tiny_scenario, capsys):
     """Each client's model is rebuilt from its compressed download before the round trains together
     (as its downlink mod will rebuild it): the run learns what the sequential run learns, every

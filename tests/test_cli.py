@@ -67,6 +67,7 @@ def test_requires_python_matches_the_check():
     assert project["scripts"] == {"fedgc": "fedgc.cli:main"}
 
 
+@pytest.mark.slow
 def test_check_run_and_report_through_the_console_script(tmp_path, tiny_scenario):
     scenario = tmp_path / "tiny.yaml"
     scenario.write_text(yaml.safe_dump(tiny_scenario))
@@ -82,6 +83,7 @@ def test_check_run_and_report_through_the_console_script(tmp_path, tiny_scenario
     assert plain.stdout == report.stdout  # the python -m form keeps working, with the same output
 
 
+@pytest.mark.slow
 def test_fetch_then_run_in_a_folder_without_the_shared_data(tmp_path):
     """The researcher's workflow: a folder with only the scenarios, the data fetched into D, a run."""
     mirror = make_mirror(tmp_path / "mirror")

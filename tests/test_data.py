@@ -182,6 +182,7 @@ def test_mnist_loader_reads_the_shared_files():
     assert central.num_classes == 10 and central.input_shape == (1, 28, 28)
 
 
+@pytest.mark.slow
 @needs_mnist
 def test_mnist_mcmahan_shards_on_real_data():
     data = load_federated(DataConfig(dataset="mnist", root=str(MNIST), num_clients=100, partition="shards"), 0)

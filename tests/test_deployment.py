@@ -27,6 +27,8 @@ from fedgc.flower.runtime_processes import (
 
 from .conftest import REPO
 
+pytestmark = pytest.mark.deployment
+
 CONNECTION = "fedgc-local-deployment"
 SCENARIO = {
     "name": "deployment",

@@ -14,8 +14,9 @@ import pytest
 
 from fedgc.flower.runtime_processes import ManagedProcess, flower_env, free_port, script
 
-pytestmark = pytest.mark.skipif(not (shutil.which("openssl") and shutil.which("ssh-keygen")),
-                                reason="needs openssl and ssh-keygen (the guide's tools)")
+pytestmark = [pytest.mark.deployment,
+              pytest.mark.skipif(not (shutil.which("openssl") and shutil.which("ssh-keygen")),
+                                 reason="needs openssl and ssh-keygen (the guide's tools)")]
 
 
 def sh(command: list[str], cwd, env=None, timeout=60) -> subprocess.CompletedProcess:

@@ -80,6 +80,7 @@ def test_examples_must_fit_the_model_in_the_message():
         check_fits(data, (1, 2, 3), 2, "d")
 
 
+@pytest.mark.slow
 def test_export_data_writes_the_simulated_partitions(tmp_path):
     scenario_file = tmp_path / "s.yaml"
     scenario_file.write_text("name: s\nrounds: 1\ndata: {dataset: digits, num_clients: 3, partition: dirichlet}\n"
@@ -106,6 +107,7 @@ def _with(tree: dict, dotted: dict) -> dict:
     return out
 
 
+@pytest.mark.deployment
 def test_two_supernodes_train_on_their_own_files(tmp_path):
     scenario = {**SCENARIO, "rounds": 2}
     skewed = _with(scenario, DIRICHLET)

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
 
@@ -37,6 +38,7 @@ def test_two_rounds_write_every_output(tmp_path, tiny_scenario):
     assert 0.0 <= written["final_accuracy"] <= 1.0
 
 
+@pytest.mark.slow
 def test_same_seed_same_metrics(tmp_path, tiny_scenario):
     tiny_scenario["strategy"]["fraction"] = 0.5
     run_inline(validate(tiny_scenario), tmp_path / "a", quiet=True)
@@ -48,6 +50,7 @@ def test_same_seed_same_metrics(tmp_path, tiny_scenario):
     assert a != (tmp_path / "c" / "metrics.jsonl").read_bytes()
 
 
+@pytest.mark.slow
 def test_topk_at_full_density_is_dense_fedavg(tmp_path, tiny_scenario):
     tiny_scenario["compression"] = {"name": "topk", "density": 1.0, "error_feedback": True}
     run_inline(validate(tiny_scenario), tmp_path / "topk", quiet=True)
@@ -137,6 +140,7 @@ def simulate_with_env(tmp_path, name: str, **env: str) -> subprocess.CompletedPr
                            str(tmp_path / name)], env=environment, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_metrics_do_not_depend_on_the_thread_count_of_the_environment(tmp_path):
     for threads in ("1", "2"):
         done = simulate_with_env(tmp_path, f"omp{threads}", OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
@@ -145,6 +149,7 @@ def test_metrics_do_not_depend_on_the_thread_count_of_the_environment(tmp_path):
     assert one == two
 
 
+@pytest.mark.slow
 def test_a_bad_thread_setting_is_a_one_line_error(tmp_path):
     done = simulate_with_env(tmp_path, "bad", FEDGC_THREADS="many")
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [

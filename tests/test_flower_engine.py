@@ -66,6 +66,7 @@ def differences(inline_rows: list[dict], flower_rows: list[dict]) -> list[str]:
     return problems
 
 
+@pytest.mark.ray
 @pytest.mark.parametrize("downlink", [
     {"name": "none"},
     {"name": "topk", "density": 0.05},  # compressed downloads: Flower's runtime keeps each node's replica
@@ -92,6 +93,7 @@ def test_flower_simulation_runtime_matches_inline(tmp_path, tiny_scenario, downl
     assert who[0] == who[1] and len(who[0]) == 6
 
 
+@pytest.mark.slow
 def test_flower_engine_without_ray_is_a_one_line_error(tmp_path):
     """Ray made unimportable the way Python documents it (``sys.modules['ray'] = None``)."""
     scenario = tmp_path / "s.yaml"
@@ -169,6 +171,7 @@ def _describe(pids: list[int]) -> list[str]:
     return described
 
 
+@pytest.mark.ray
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to find the runtime's processes")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_flower_run_leaves_no_process_and_stops_writing(tmp_path, tiny_scenario, sig):
@@ -224,6 +227,7 @@ def test_resume_of_a_flower_run_without_a_checkpoint_is_a_one_line_error_that_ch
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.name != ".fedgc.lock"} == before
 
 
+@pytest.mark.ray
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to find the runtime's processes")
 def test_sigkill_of_a_flower_run_then_resume_gives_the_uninterrupted_metrics(tmp_path, tiny_scenario):
     """kill -9 of the command and of every process of the runtime (a crashed machine), then ``--resume``:

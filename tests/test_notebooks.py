@@ -63,6 +63,7 @@ def test_notebooks_are_stored_without_outputs(name):
             assert cell.outputs == [] and cell.execution_count is None, f"{name}: clear the outputs before committing"
 
 
+@pytest.mark.notebook
 def test_01_quickstart_runs_and_reads_its_metrics(kernel, tmp_path):
     notebook = execute(kernel, "01_quickstart.ipynb", FAST["01_quickstart.ipynb"], tmp_path)
     run = tmp_path / "runs" / "nb01-quickstart"
@@ -70,6 +71,7 @@ def test_01_quickstart_runs_and_reads_its_metrics(kernel, tmp_path):
     assert images(notebook) >= 2  # its own accuracy plots and fedgc's participation plot
 
 
+@pytest.mark.notebook
 def test_02_compression_tradeoffs_compares_the_runs(kernel, tmp_path):
     notebook = execute(kernel, "02_compression_tradeoffs.ipynb", FAST["02_compression_tradeoffs.ipynb"], tmp_path)
     out = tmp_path / "runs" / "nb02-compression"
@@ -78,6 +80,7 @@ def test_02_compression_tradeoffs_compares_the_runs(kernel, tmp_path):
     assert images(notebook) >= 2
 
 
+@pytest.mark.notebook
 def test_03_mobile_networks_replays_traces_when_there_else_profiles(kernel, tmp_path):
     traces = (shared_dir() / "traces" / "mahimahi").is_dir()
     shared = str(shared_dir()) if traces else "no-such-folder"

@@ -41,6 +41,8 @@ def test_the_deployment_grid_is_collected_and_the_others_are_left_alone():
     assert collecting(inline) is inline
 
 
+@pytest.mark.deployment
+@pytest.mark.netns
 @pytest.mark.skipif(REASON is not None, reason=REASON or "")
 def test_a_reply_is_collected_within_a_poll_of_its_last_byte(tmp_path):
     measured = measure(SCENARIO, tmp_path, REPO, rates=[(2.8, 20.0)], timeout_s=400)

@@ -160,6 +160,7 @@ def test_bad_arguments_are_one_line_and_exit_2(capsys, two_runs, args, message):
     assert code == 2 and err.count("\n") == 1 and message in err, err
 
 
+@pytest.mark.slow
 def test_the_command_line_prints_no_traceback(tmp_path):
     result = subprocess.run([sys.executable, "-m", "fedgc.report", str(tmp_path / "missing")],
                             cwd=Path(__file__).resolve().parents[1], check=False, capture_output=True, text=True,

@@ -69,6 +69,7 @@ def run(tmp_path, tree: dict, app: ClientApp | None = None):
     return summary, read_metrics(tmp_path / "metrics.jsonl")
 
 
+@pytest.mark.slow
 def test_a_client_scaling_its_update_by_1000_is_clipped_and_the_accuracy_stays_near_the_honest_run(tmp_path):
     honest, _ = run(tmp_path / "honest", four_clients())
     undefended, _ = run(tmp_path / "off", four_clients(norm_bound_factor=None), poisoning_client_app(1000.0))
@@ -78,6 +79,7 @@ def test_a_client_scaling_its_update_by_1000_is_clipped_and_the_accuracy_stays_n
     assert all(row["clipped_nodes"] == [POISONER] and row["applied"] == 4 for row in rows)
 
 
+@pytest.mark.slow
 def test_the_robust_defaults_leave_an_honest_run_unchanged(tmp_path):
     """A quickstart-like run (DGC, label skew, half the clients a round): byte-identical metrics with
     the defaults and with both turned off, and nobody clipped or capped."""
@@ -127,6 +129,7 @@ def test_norm_bounds_scale_only_what_exceeds_the_factor_times_the_median():
     assert np.isfinite(norm_bounds([1.0, 1.0, 3e38], 5.0)[0]).all()
 
 
+@pytest.mark.slow
 def test_a_sign_flipping_client_inside_the_norm_bound_needs_a_robust_rule(tmp_path):
     """−4 × its update passes the norm bound (4 < 5 × the median) and wrecks the mean; the coordinate-wise
     median and trimmed mean (strategy.aggregation) keep the accuracy near the honest run."""

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from fedgc.flower.checkpoint import CHECKPOINT
@@ -33,6 +34,7 @@ def one_error_line(capsys) -> str:
     return err
 
 
+@pytest.mark.slow
 def test_two_runs_started_in_the_same_second_get_two_folders(tmp_path, tiny_scenario, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(time, "strftime", lambda fmt, *a: "20261122-215505")  # the same second, always
@@ -48,6 +50,7 @@ def test_two_runs_started_in_the_same_second_get_two_folders(tmp_path, tiny_scen
     assert f"outputs in {Path('runs') / second.name}" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_two_processes_on_one_out_folder_one_is_refused(tmp_path, tiny_scenario):
     path = write(tmp_path / "s.yaml", {**tiny_scenario, "rounds": 6})
     out = tmp_path / "shared"
@@ -115,6 +118,7 @@ def test_a_folder_in_use_is_refused_for_a_run_a_resume_and_an_overwrite(tmp_path
     assert (out / LOCK_NAME).is_file()
 
 
+@pytest.mark.slow
 def test_resume_of_a_running_run_is_refused(tmp_path, tiny_scenario):
     scenario = {**tiny_scenario, "rounds": 100_000, "checkpoint_every": 1}
     path = write(tmp_path / "s.yaml", scenario)
@@ -138,6 +142,7 @@ def test_resume_of_a_running_run_is_refused(tmp_path, tiny_scenario):
     assert f"(pid {proc.pid})" in resumed.stderr
 
 
+@pytest.mark.slow
 def test_sweeps_get_their_own_folders_and_refuse_a_used_one(tmp_path, tiny_scenario, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(time, "strftime", lambda fmt, *a: "20261122-215505")

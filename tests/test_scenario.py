@@ -53,6 +53,7 @@ def test_overrides_parse_yaml_values():
         parse_override("no-equals-sign")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content, needle", [
     ("rounds: [", "invalid YAML"),
     ("", "empty scenario file"),
@@ -71,6 +72,7 @@ def test_cli_exits_2_with_one_line(tmp_path, content, needle):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_cli_missing_file_and_directory(tmp_path):
     for target in (tmp_path / "nope.yaml", tmp_path):
         proc = subprocess.run([sys.executable, "-m", "fedgc.simulate", str(target)], capture_output=True, text=True,

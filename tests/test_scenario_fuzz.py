@@ -152,6 +152,7 @@ FUZZ_SETTINGS = settings(max_examples=CASES // 2, deadline=None, derandomize=Tru
                          suppress_health_check=list(HealthCheck))
 
 
+@pytest.mark.slow
 @FUZZ_SETTINGS
 @given(tree=mutated_tree())
 def test_mutated_scenarios_exit_0_or_2_with_one_line(tmp_path_factory, capsys, tree):

@@ -55,6 +55,7 @@ SMALL = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_experiment_scenario_runs(name: str, tmp_path: Path, mnist_root: Path):
     from fedgc.scenario import dump_scenario
@@ -115,6 +116,7 @@ def test_with_no_data_anywhere_paths_point_at_the_user_cache(monkeypatch, tmp_pa
     assert tree["network"]["trace_dir"] == str(tmp_path / "cache" / "fedgc" / "traces" / "pensieve" / "norway_hsdpa_cooked_3gp")
 
 
+@pytest.mark.slow
 def test_a_bundled_scenario_checks_from_another_directory(tmp_path, mnist_root):
     env = {**os.environ, "FEDGC_SHARED_DIR": str(shared_dir().resolve())}
     proc = subprocess.run([sys.executable, "-m", "fedgc.simulate", str(REPO / "scenarios" / "fedavg_mnist_cnn.yaml"),

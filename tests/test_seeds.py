@@ -49,6 +49,7 @@ def summaries(folders: list[Path]) -> list[dict]:
     return [json.loads((f / "summary.json").read_text()) for f in folders]
 
 
+@pytest.mark.slow
 def test_each_seed_runs_into_its_own_folder(seeds_dir):
     folders = sorted(p for p in seeds_dir.iterdir() if p.is_dir())
     assert [p.name for p in folders] == ["seed=0", "seed=1", "seed=2"]
@@ -118,6 +119,7 @@ def test_the_group_line_has_a_std_band(seeds_dir):
     assert not [c for c in alone.axes[0].collections if isinstance(c, PolyCollection)]
 
 
+@pytest.mark.slow
 def test_seeds_combine_with_sweep_keys(capsys, tmp_path):
     out = tmp_path / "out"
     code = simulate(tmp_path, "--out", str(out), "--set", "rounds=1", "--sweep", "compression.name=none,topk",

@@ -22,7 +22,7 @@ from fedgc.shaped.replay import TraceReplay
 from fedgc.shaped.traffic import CounterSampler
 
 REASON = unavailable_reason()
-pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+pytestmark = [pytest.mark.netns, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
 
 SEND = """import socket, sys
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -111,6 +111,7 @@ def test_resume_does_not_apply_to_a_sweep(scenario_file, tmp_path, capsys):
     assert code == 2 and err.count("\n") == 1 and "--resume does not apply" in err and "--resume SWEEP_DIR" in err
 
 
+@pytest.mark.slow
 def test_a_killed_sweep_resumes_as_a_sweep(tmp_path):
     """kill -9 while the second of three points runs; ``--resume SWEEP_DIR`` keeps the finished point
     as it was, continues the second from its checkpoint and runs the third: every point's metrics are
@@ -158,6 +159,7 @@ def test_a_killed_sweep_resumes_as_a_sweep(tmp_path):
     assert all(f"| {folder} |" in done.stdout for folder in folders)
 
 
+@pytest.mark.slow
 def test_resuming_a_finished_sweep_reruns_nothing_and_a_bad_plan_is_one_line(scenario_file, tmp_path, capsys):
     out = tmp_path / "sweep"
     assert main([str(scenario_file), "--out", str(out), "--quiet", "--sweep", "compression.name=none,topk"]) == 0

@@ -13,6 +13,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "gpu.py"
 
 
+@pytest.mark.slow
 def test_gpu_bench_quick_on_the_cpu():
     done = subprocess.run([sys.executable, str(BENCH), "--quick", "--device", "cpu", "--workloads", "cnn10,2nn100"],
                           capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
