@@ -11,6 +11,15 @@
   says so in one line, and keeps running; the run resubmitted to the new SuperLink resumes from its
   checkpoint and applies the JVM node's update again within two rounds.
 
+- **Answers lost mid-round** (``test_node_survives_answers_lost_mid_round``): the proxy cuts the
+  connection after the SuperLink took a request and before its answer reached the node — twice on
+  PushObject and PullObject, once on PullMessages, ConfirmMessageReceived and PushMessages. The node
+  retries: a retried PushObject the SuperLink answers "not stored" was stored by the lost attempt; a
+  retried PushMessages (the message stored, its objects awaiting a session the node never heard of)
+  pushes every object without a session id, so the SuperLink finds the session that awaits it. Before
+  those two fixes the first lost PushObject answer cost the round's update ("the SuperLink did not
+  store object ...") and a lost PushMessages answer left the reply's objects unpullable.
+
 Figures are printed (``pytest -s``) and written to ``$FEDGC_JVM_FIGURES`` (JSON lines) when set.
 """
 
@@ -18,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -70,6 +80,10 @@ class CountingProxy:
         self._lock = threading.Lock()
         self._live: set[socket.socket] = set()
         self._closed = False
+        # Response loss: for each Fleet method here, the next N requests reach the SuperLink but their
+        # answers never reach the node (the connection is cut as the answer starts).
+        self.lose_answers: dict[str, int] = {}
+        self.lost: list[str] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -88,19 +102,28 @@ class CountingProxy:
                 continue
             with self._lock:
                 self._live.update((client, upstream))
-            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+            pending: list[str] = []  # methods whose answer on this connection is to be lost
+            threading.Thread(target=self._pump, args=(client, upstream, True, pending), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False, pending), daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket, count: bool) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, count: bool, pending: list[str]) -> None:
         tail = b""
         try:
             while data := src.recv(65536):
                 if count:
                     seen = tail + data
                     now = time.time()
+                    methods = re.findall(rb"POST /v1/fleet/([a-z-]+)", seen)
                     with self._lock:
-                        self.calls += [now] * seen.count(b"POST /v1/fleet/")
-                    tail = data[-15:]
+                        self.calls += [now] * len(methods)
+                        for method in (m.decode() for m in methods):
+                            if self.lose_answers.get(method, 0) > 0:
+                                self.lose_answers[method] -= 1
+                                self.lost.append(method)
+                                pending.append(method)
+                    tail = data[-14:]  # shorter than "POST /v1/fleet/": no request counted twice
+                elif pending:
+                    break  # the SuperLink answered; the node never hears it
                 dst.sendall(data)
         except OSError:
             pass
@@ -353,3 +376,59 @@ def test_node_registers_again_after_the_superlink_forgets_it(tmp_path, jar):  # 
     assert first_applied <= 4, [(r["round"], r["applied_nodes"]) for r in rows]  # within two rounds
     record({"test": "forgotten", "rejoin_s": round(rejoin_s, 2), "first_applied_round_after_restart": first_applied,
             "rounds": rounds})
+
+
+def test_node_survives_answers_lost_mid_round(tmp_path, jar):  # noqa: F811
+    """A connection cut by a proxy after the SuperLink took the request and before its answer reached
+    the node: on object pulls and pushes, on the message pull, the receipt confirmation and the reply
+    push, from round 2 on. The node retries; the run goes on; what it sent is applied."""
+    # A message whose PullMessages answer is lost never reaches the node: the round's deadline ends it.
+    scenario = {**SCENARIO, "name": "jvm-lost-answers", "rounds": 4, "network": {"deadline_s": 20.0}}
+    data_dir = export_device(scenario, tmp_path)
+    home = tmp_path / "flwr-home"
+    env = flower_env(home)
+    port = free_port()
+    write_connection(home, "local", f"127.0.0.1:{port}")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    config, out = write_run_config(scenario, tmp_path)
+    jvm_log = logs / "jvm.log"
+    processes: list[ManagedProcess] = []
+    proxy = None
+    run: dict = {}
+    try:
+        processes.append(start_superlink(port, logs, env, simulation=False))
+        proxy = CountingProxy(port)
+        node = jvm_node(proxy.port, data_dir, jvm_log, env, "--insecure", "--poll-interval", "0.2")
+        processes.append(node)
+        wait_for(jvm_log, "SuperNode ID: ", 60, node)
+
+        def submit() -> None:
+            run["result"] = flwr_run(REPO, "local", config, env, tmp_path / "flwr-run.log", timeout_s=300)
+
+        runner = threading.Thread(target=submit)
+        runner.start()
+        wait_for(jvm_log, "fedgc: round 1:", 200, node)
+        armed = {"pull-messages": 1, "pull-object": 2, "confirm-message-received": 1, "push-messages": 1,
+                 "push-object": 2}
+        with proxy._lock:
+            proxy.lose_answers.update(armed)
+        runner.join(timeout=330)
+        assert not runner.is_alive()
+        assert run["result"].returncode == 0, (tmp_path / "flwr-run.log").read_text(errors="replace")[-3000:]
+        assert node.running(), node.log_tail()
+    finally:
+        for process in reversed(processes):
+            process.stop()
+        if proxy is not None:
+            proxy.close()
+    text = jvm_log.read_text(errors="replace")
+    rows = rows_of(out)
+    record({"test": "lost-answers", "lost": proxy.lost, "applied": [(r["round"], r["applied_nodes"]) for r in rows]})
+    assert [r["round"] for r in rows] == [1, 2, 3, 4], text[-3000:]
+    assert sorted(set(proxy.lost)) == sorted(armed), proxy.lost
+    # Every lost answer is survived; a lost PullMessages answer that carried the round's message would
+    # cost that round (the SuperLink counts the message delivered), so one round may go without it.
+    applied = [r["round"] for r in rows if JVM_LABEL in r["applied_nodes"]]
+    assert len(applied) >= 3 and applied[-1] == 4, ([(r["round"], r["applied_nodes"]) for r in rows], text[-3000:])
+    assert "did not store" not in text and "The handler raised" not in text, text[-3000:]

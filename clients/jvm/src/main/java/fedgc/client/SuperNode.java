@@ -528,9 +528,12 @@ public final class SuperNode {
             .setNode(node).addMessagesList(proto).addMessageObjectTrees(root.tree())
             .addClientappRuntimeList(clientappRuntime).build();
         FleetOuterClass.PushMessagesResponse response;
+        int[] pushAttempts = {0};
         try {
-            response = retry.invoke("PushMessages", () -> client.call("push-messages", request,
-                FleetOuterClass.PushMessagesResponse.parser(), 0));
+            response = retry.invoke("PushMessages", () -> {
+                pushAttempts[0]++;
+                return client.call("push-messages", request, FleetOuterClass.PushMessagesResponse.parser(), 0);
+            });
         } catch (FleetException e) {
             if (e.status == 403) {
                 Log.info("Run " + Unsigned.toString(reply.metadata.runId) + " is not in RUNNING status. Ignoring reply.");
@@ -538,19 +541,36 @@ public final class SuperNode {
             }
             throw e;
         }
+        // A PushMessages retried after a failure may have reached the SuperLink the first time, its answer
+        // lost: the message is stored then, its objects await a push session this node never heard of, and
+        // the retry's answer asks for nothing. So after a retry every object the answer does not list is
+        // pushed too, without a session id: the SuperLink then finds the session that awaits it, and says
+        // "not stored" for one that it already has (or that no session awaits).
+        boolean retried = pushAttempts[0] > 1;
         Set<String> wanted = new HashSet<>(response.getObjectsToPushList());
         int pushed = 0;
         long bytes = 0;
         for (Map.Entry<String, byte[]> e : root.objects().entrySet()) {
-            if (!wanted.contains(e.getKey())) {
+            boolean listed = wanted.contains(e.getKey());
+            if (!listed && !retried) {
                 continue;
             }
             MessageOuterClass.PushObjectRequest push = MessageOuterClass.PushObjectRequest.newBuilder()
                 .setNode(node).setRunId(reply.metadata.runId).setObjectId(e.getKey())
-                .setObjectContent(ByteString.copyFrom(e.getValue())).setSessionId(response.getSessionId()).build();
-            MessageOuterClass.PushObjectResponse r = retry.invoke("PushObject", () -> client.call("push-object", push,
-                MessageOuterClass.PushObjectResponse.parser(), 0));
+                .setObjectContent(ByteString.copyFrom(e.getValue()))
+                .setSessionId(listed ? response.getSessionId() : "").build();
+            int[] attempts = {0};
+            MessageOuterClass.PushObjectResponse r = retry.invoke("PushObject", () -> {
+                attempts[0]++;
+                return client.call("push-object", push, MessageOuterClass.PushObjectResponse.parser(), 0);
+            });
             if (!r.getStored()) {
+                if (attempts[0] > 1 || !listed) {
+                    // stored by an attempt whose answer was lost, or already there: nothing left to push
+                    Log.debug("object " + e.getKey() + " not stored again (" + attempts[0] + " attempts, "
+                        + (listed ? "listed" : "not listed") + ")");
+                    continue;
+                }
                 throw new IllegalStateException("the SuperLink did not store object " + e.getKey()
                     + " (push session " + response.getSessionId() + " expired or replaced?)");
             }
