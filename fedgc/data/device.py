@@ -52,6 +52,7 @@ def load_device_data(data_dir: str | Path) -> ArrayDataset:
     if not path.is_file():
         raise DataFileError(f"no device data: {path} does not exist (expected an .npz of x and y)")
     try:
+        _check_declared_sizes(path)
         with np.load(path, allow_pickle=False) as npz:
             missing = {"x", "y"} - set(npz.files)
             if missing:
@@ -62,6 +63,21 @@ def load_device_data(data_dir: str | Path) -> ArrayDataset:
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
         raise DataFileError(f"{path}: not a readable .npz ({err})") from None
     return _check(x, y, str(path))
+
+
+def _check_declared_sizes(path: Path) -> None:
+    """Each array's .npy header in the .npz declares no more bytes than its member holds: numpy
+    allocates what a header declares before it reads (a 30-byte member may declare a terabyte)."""
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist()[:16]:
+            with archive.open(info) as member:
+                version = np.lib.format.read_magic(member)
+                reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                shape, _, dtype = reader(member, max_header_size=10_000)
+                declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                if declared > info.file_size:
+                    raise DataFileError(f"{path}: array {info.filename} declares {declared} bytes, its member holds "
+                                        f"{info.file_size}")
 
 
 def check_fits(dataset: ArrayDataset, input_shape: tuple[int, ...], num_classes: int, where: str) -> None:

@@ -14,6 +14,8 @@ compression, the initial replica (``fedgc.flower.downlink_mod``).
 
 from __future__ import annotations
 
+import math
+
 import torch
 from flwr.app import Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
@@ -28,6 +30,14 @@ from fedgc.execution.device import deterministic_algorithms, resolve_device, to_
 from fedgc.execution.jobs import TrainJob
 from fedgc.flower import keys
 from fedgc.flower.batched import take_batched_update
+from fedgc.flower.client_checks import (
+    ClientRefusal,
+    NodeLimits,
+    RoundConfig,
+    check_memory,
+    check_model_arrays,
+    check_round_config,
+)
 from fedgc.flower.client_config import ClientSettings, read_client_config
 from fedgc.flower.client_state import pack_state, unpack_state
 from fedgc.flower.codec import encode_update
@@ -35,7 +45,7 @@ from fedgc.flower.downlink_mod import downlink_mod
 from fedgc.flower.keys import ReplyMetrics
 from fedgc.flower.partition_grid import PARTITION_QUERY, RESTORE_QUERY, STATE_QUERY
 from fedgc.flower.setup import SCENARIO_PATH, SCENARIO_YAML, scenario_from_run_config
-from fedgc.models import build_model
+from fedgc.models import build_model, tensor_specs
 from fedgc.run.parts import client_seed, federated_data
 from fedgc.run.threads import pin_threads
 from fedgc.training import LocalTrainResult, steps_for_epochs, train_local
@@ -51,9 +61,16 @@ PENDING_KEY = "fedgc.pending"
 app = ClientApp(mods=[downlink_mod])
 
 
-def _load_tensors(context: Context, key: str, device: torch.device | None = None) -> dict[str, torch.Tensor]:
-    """Tensors kept in ``context.state`` (on the host between rounds), moved to ``device`` for this round."""
-    tensors = unpack_state(context.state.array_records.get(key))
+def _load_tensors(context: Context, key: str, device: torch.device | None = None,
+                  max_elements: int | None = None) -> dict[str, torch.Tensor]:
+    """Tensors kept in ``context.state`` (on the host between rounds), moved to ``device`` for this round;
+    ``max_elements``: a bound on each tensor's size, checked before anything is allocated."""
+    try:
+        tensors = unpack_state(context.state.array_records.get(key), max_elements)
+    except ClientRefusal:
+        raise
+    except (ValueError, TypeError, IndexError, RuntimeError) as err:
+        raise ClientRefusal("bad-state", f"the stored {key}: {str(err).splitlines()[0][:160]}") from None
     return tensors if device is None else {name: to_device(t, device) for name, t in tensors.items()}
 
 
@@ -76,9 +93,17 @@ def local_data(context: Context, settings: ClientSettings) -> ArrayDataset:
     data_dir = context.node_config.get(DATA_DIR)
     if data_dir:
         local = load_device_data(str(data_dir))
-        check_fits(local, settings.input_shape, settings.num_classes, f"{data_dir}/{TRAIN_FILE}")
+        try:
+            check_fits(local, settings.input_shape, settings.num_classes, f"{data_dir}/{TRAIN_FILE}")
+        except ValueError as err:
+            raise ClientRefusal("data-mismatch", str(err)) from None
         return local
-    return simulation_partition(context)
+    partition = simulation_partition(context)
+    try:
+        check_fits(partition, settings.input_shape, settings.num_classes, "this node's partition")
+    except ValueError as err:
+        raise ClientRefusal("data-mismatch", str(err)) from None
+    return partition
 
 
 def client_device(context: Context) -> torch.device:
@@ -107,14 +132,26 @@ def simulation_partition(context: Context) -> ArrayDataset:
     return data.partitions[int(context.node_config["partition-id"])]
 
 
+def checked_message(content: RecordDict, context: Context) -> tuple[ClientSettings, RoundConfig, dict]:
+    """The settings, the round's values and the model's tensor shapes of a train message, every field
+    checked against the client-config contract and this node's limits before any work
+    (``fedgc.flower.client_checks``); ``ClientRefusal`` (an error reply with its reason) otherwise."""
+    limits = NodeLimits.from_node_config(context.node_config)
+    settings = read_client_config(content.config_records.get(keys.CLIENT_CONFIG), limits)
+    round_config = check_round_config(content.config_records.get(keys.CONFIG), limits)
+    specs = tensor_specs(settings.model, settings.input_shape, settings.num_classes, settings.model_options)
+    check_model_arrays(content.array_records.get(keys.ARRAYS), specs)
+    return settings, round_config, {name: shape for name, (_, shape) in specs.items()}
+
+
 def train_job(msg: Message | RecordDict, context: Context, local: ArrayDataset | None = None) -> tuple[nn.Module, TrainJob]:
     """The model (on the node's device, holding the received global model) and the local training a
     train message (or its content) asks of this node (``local``: its data, default ``local_data``)."""
     content = msg.content if isinstance(msg, Message) else msg
-    settings = read_client_config(content.config_records.get(keys.CLIENT_CONFIG))
+    settings, round_config, _ = checked_message(content, context)
     local = local_data(context, settings) if local is None else local
     partition = int(context.node_config["partition-id"])
-    server_round = int(content.config_records[keys.CONFIG][keys.SERVER_ROUND])
+    server_round = round_config.server_round
     model = build_model(settings.model, settings.input_shape, settings.num_classes, settings.seed,
                         options=settings.model_options).to(client_device(context))
     model.load_state_dict(content.array_records[keys.ARRAYS].to_torch_state_dict())
@@ -147,24 +184,27 @@ def local_update(msg: Message, context: Context, local: ArrayDataset | None = No
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     pin_threads()  # in Flower's workers too: the update must not depend on the engine or the load
-    settings = read_client_config(msg.content.config_records.get(keys.CLIENT_CONFIG))
+    settings, round_config, shapes = checked_message(msg.content, context)
     local = local_data(context, settings)
-    config = msg.content.config_records[keys.CONFIG]
-    server_round = int(config[keys.SERVER_ROUND])
+    server_round = round_config.server_round
 
     # The memory (DGC's momentum and residuals, error feedback) is held on the host between rounds,
-    # in context.state, and moved to the training device for this client's round only.
+    # in context.state, and moved to the training device for this client's round only; a state the
+    # server restored (--resume) is input too: checked against the model before it is used.
     device = client_device(context)
     compressor, memory = build_compression(settings.compression)
-    memory.load_state_dict(_load_tensors(context, MEMORY_KEY, device))
-    settle_pending(memory, _load_tensors(context, PENDING_KEY, device),
-                   {int(r) for r in config.get(keys.APPLIED_ROUNDS, [])})
+    elements = sum(math.prod(shape) for shape in shapes.values())
+    stored = {key: _load_tensors(context, key, device, elements) for key in (MEMORY_KEY, PENDING_KEY)}
+    check_memory(stored[MEMORY_KEY], shapes, "memory")
+    check_memory(stored[PENDING_KEY], shapes, "pending update")
+    memory.load_state_dict(stored[MEMORY_KEY])
+    settle_pending(memory, stored[PENDING_KEY], set(round_config.applied_rounds))
 
     with deterministic_algorithms(client_deterministic(context)):
         delta, result, generator = local_update(msg, context, local)
     delta = {name: t.to(device) for name, t in delta.items()}  # a batched result arrives on the host
-    ctx = CompressionContext(round=server_round, density=float(config[keys.DENSITY]), generator=generator,
-                             num_clients=int(config[keys.NUM_CLIENTS]))
+    ctx = CompressionContext(round=server_round, density=round_config.density, generator=generator,
+                             num_clients=round_config.num_clients)
     compressed = compress_update(delta, compressor, memory, ctx,
                                  dense_small_tensors=settings.compression.dense_small_tensors,
                                  value_dtype=settings.compression.value_dtype)

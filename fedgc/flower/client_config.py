@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,8 @@ from flwr.app import ConfigRecord
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.registry import COMPRESSORS
 from fedgc.flower import keys
+from fedgc.flower.client_checks import ClientRefusal, NodeLimits, is_int, number
+from fedgc.models import MODELS, estimated_parameters, validate_model_options
 from fedgc.scenario import Scenario
 
 # Compression options the server alone reads: the round's density arrives as config.density.
@@ -52,8 +55,11 @@ def client_option_names(compressor: str) -> tuple[str, ...]:
     return tuple(name for name in CompressionConfig.model_fields if name in wanted)
 
 
-class ClientConfigError(ValueError):
-    """A training message without a usable client config."""
+class ClientConfigError(ClientRefusal):
+    """A training message without a usable client config (reason ``bad-client-config``)."""
+
+    def __init__(self, detail: str, reason: str = "bad-client-config") -> None:
+        super().__init__(reason, detail)
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,11 @@ def client_config_record(scenario: Scenario, input_shape: tuple[int, ...], num_c
     return ConfigRecord(record)
 
 
+MAX_MODEL_OPTIONS_CHARS = 65_536
+MAX_INPUT_DIMS, MAX_INPUT_SIDE, MAX_INPUT_ELEMENTS = 4, 65_536, 2**24
+MAX_CLASSES = 2**20
+
+
 def _get(record: ConfigRecord, key: str, kind: type | tuple[type, ...]) -> Any:
     if key not in record:
         raise ClientConfigError(f"client-config has no {key!r}")
@@ -110,10 +121,39 @@ def _get(record: ConfigRecord, key: str, kind: type | tuple[type, ...]) -> Any:
     return value
 
 
-def read_client_config(record: ConfigRecord | None) -> ClientSettings:
+def _int_in(record: ConfigRecord, key: str, low: int, high: int) -> int:
+    value = _get(record, key, int)
+    if not low <= value <= high:
+        raise ClientConfigError(f"client-config {key!r} is {value}, not in {low}…{high}")
+    return value
+
+
+def _model_options(record: ConfigRecord, model: str) -> dict[str, Any]:
+    """``model-options``: a JSON object of at most 64 KiB whose keys the model's ``Options`` declare."""
+    if keys.CC_MODEL_OPTIONS not in record:
+        return {}
+    text = _get(record, keys.CC_MODEL_OPTIONS, str)
+    if len(text) > MAX_MODEL_OPTIONS_CHARS:
+        raise ClientConfigError(f"client-config {keys.CC_MODEL_OPTIONS!r} is {len(text)} characters, more than "
+                                f"{MAX_MODEL_OPTIONS_CHARS}")
+    try:
+        options = json.loads(text)
+    except (ValueError, RecursionError):
+        raise ClientConfigError(f"client-config {keys.CC_MODEL_OPTIONS!r} is not a JSON object") from None
+    if not isinstance(options, dict):
+        raise ClientConfigError(f"client-config {keys.CC_MODEL_OPTIONS!r} is not a JSON object")
+    try:
+        return validate_model_options(model, options)
+    except (ValueError, TypeError, RecursionError) as err:
+        raise ClientConfigError(f"client-config {keys.CC_MODEL_OPTIONS!r}: {str(err)[:200]}") from None
+
+
+def read_client_config(record: ConfigRecord | None, limits: NodeLimits | None = None) -> ClientSettings:
     """The settings in a message's client-config record; ClientConfigError if absent, of another
-    version, or malformed (an unknown ``c.`` option included: the client would not honour it)."""
-    if record is None:
+    version, malformed (an unknown ``c.`` option included: the client would not honour it), or out of
+    range (docs/client-protocol.md, "What a client refuses"; ``limits``: the node's own)."""
+    limits = limits or NodeLimits()
+    if not isinstance(record, ConfigRecord):
         raise ClientConfigError(f"the training message has no {keys.CLIENT_CONFIG!r} record")
     version = _get(record, keys.CC_VERSION, int)
     if version != keys.CLIENT_CONFIG_VERSION:
@@ -122,32 +162,46 @@ def read_client_config(record: ConfigRecord | None) -> ClientSettings:
                if k.startswith(keys.CC_COMPRESSION_PREFIX)}
     name = _get(record, keys.CC_COMPRESSOR, str)
     if name not in COMPRESSORS:
-        raise ClientConfigError(f"client-config names an unknown compressor {name!r}")
+        raise ClientConfigError(f"client-config names an unknown compressor {name[:60]!r}")
     known = client_option_names(name)
     unknown = sorted(set(options) - set(known))
     if unknown:
-        raise ClientConfigError(f"client-config has options {name} does not read: {unknown}")
+        raise ClientConfigError(f"client-config has options {name} does not read: {unknown[:5]}")
     options.update({option: None for option in known if option not in options})  # absent: unset
     try:
-        compression = CompressionConfig(name=name, **options)
+        compression = CompressionConfig.model_validate({"name": name, **options}, strict=True)
     except ValueError as err:
-        raise ClientConfigError(f"client-config compression options: {err}") from None
-    steps = _get(record, keys.CC_LOCAL_STEPS, int) if keys.CC_LOCAL_STEPS in record else None
-    epochs = float(_get(record, keys.CC_EPOCHS, (int, float))) if keys.CC_EPOCHS in record else None
+        raise ClientConfigError(f"client-config compression options: {str(err).splitlines()[0][:200]}") from None
+    steps = _int_in(record, keys.CC_LOCAL_STEPS, 1, limits.max_local_steps) if keys.CC_LOCAL_STEPS in record else None
+    epochs = (number(record, keys.CC_EPOCHS, 0.0, limits.max_epochs, low_open=True)
+              if keys.CC_EPOCHS in record else None)
     if (steps is None) == (epochs is None):
         raise ClientConfigError("client-config needs exactly one of 'local-steps' and 'epochs'")
-    model_options = json.loads(_get(record, keys.CC_MODEL_OPTIONS, str)) if keys.CC_MODEL_OPTIONS in record else {}
+    model = _get(record, keys.CC_MODEL, str)
+    if model not in MODELS:
+        raise ClientConfigError(f"client-config names a model this node does not have: {model[:60]!r}",
+                                reason="unknown-model")
+    model_options = _model_options(record, model)
     input_shape = _get(record, keys.CC_INPUT_SHAPE, list)
-    if not input_shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in input_shape):
-        raise ClientConfigError(f"client-config {keys.CC_INPUT_SHAPE!r} is {input_shape!r}, not a list of positive ints")
-    num_classes = _get(record, keys.CC_NUM_CLASSES, int)
-    if num_classes < 1:
-        raise ClientConfigError(f"client-config {keys.CC_NUM_CLASSES!r} is {num_classes}, not a positive int")
-    return ClientSettings(model=_get(record, keys.CC_MODEL, str), model_options=model_options,
-                          input_shape=tuple(input_shape), num_classes=num_classes,
-                          seed=_get(record, keys.CC_SEED, int), local_steps=steps, epochs=epochs,
-                          batch_size=_get(record, keys.CC_BATCH_SIZE, int),
-                          lr=float(_get(record, keys.CC_LR, (int, float))),
-                          momentum=float(_get(record, keys.CC_MOMENTUM, (int, float))),
-                          weight_decay=float(_get(record, keys.CC_WEIGHT_DECAY, (int, float))),
-                          compression=compression)
+    if not 1 <= len(input_shape) <= MAX_INPUT_DIMS or not all(is_int(d) and 1 <= d <= MAX_INPUT_SIDE for d in input_shape) \
+            or math.prod(input_shape) > MAX_INPUT_ELEMENTS:
+        raise ClientConfigError(f"client-config {keys.CC_INPUT_SHAPE!r} is {input_shape!r:.60}, not 1 to "
+                                f"{MAX_INPUT_DIMS} positive sides of at most {MAX_INPUT_ELEMENTS} elements in all")
+    num_classes = _int_in(record, keys.CC_NUM_CLASSES, 1, MAX_CLASSES)
+    settings = ClientSettings(
+        model=model, model_options=model_options, input_shape=tuple(input_shape), num_classes=num_classes,
+        seed=_int_in(record, keys.CC_SEED, 0, 2**32 - 1), local_steps=steps, epochs=epochs,
+        batch_size=_int_in(record, keys.CC_BATCH_SIZE, 1, limits.max_batch_size),
+        lr=number(record, keys.CC_LR, 0.0, 1e6, low_open=True),
+        momentum=number(record, keys.CC_MOMENTUM, 0.0, 1.0, high_open=True),
+        weight_decay=number(record, keys.CC_WEIGHT_DECAY, 0.0, 1e6),
+        compression=compression)
+    try:
+        count = estimated_parameters(model, settings.input_shape, num_classes, model_options)
+    except (ValueError, RuntimeError, TypeError) as err:  # a model that cannot take this input
+        raise ClientConfigError(f"model {model} cannot be built for input {settings.input_shape}: "
+                                f"{str(err).splitlines()[0][:120]}", reason="bad-model") from None
+    if count > limits.max_parameters:
+        raise ClientConfigError(f"model {model} for input {settings.input_shape} and {num_classes} classes has "
+                                f"{count:,} parameters, more than this node's {limits.max_parameters:,}", reason="too-large")
+    return settings

@@ -17,6 +17,8 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, MetricRecord, RecordDict
 from flwr.common.constant import SType
 
+from fedgc.flower.client_checks import npy_header
+
 STATE_INDICES, STATE_VALUES, STATE_SHAPE = "sparse-indices/", "sparse-values/", "sparse-shape/"
 STATE_BF16 = "bfloat16/"
 _RESERVED = (STATE_INDICES, STATE_VALUES, STATE_SHAPE, STATE_BF16)
@@ -90,10 +92,14 @@ def pack_state(tensors: dict[str, torch.Tensor]) -> ArrayRecord:
     return ArrayRecord(arrays)
 
 
-def unpack_state(record: ArrayRecord | None) -> dict[str, torch.Tensor]:
-    """The tensors ``pack_state`` stored, in their original order, dense."""
+def unpack_state(record: ArrayRecord | None, max_elements: int | None = None) -> dict[str, torch.Tensor]:
+    """The tensors ``pack_state`` stored, in their original order, dense. ``max_elements``: a stored
+    state is input (a server restores it on ``--resume``): a tensor declaring more entries is refused
+    (``ValueError``) before anything is allocated for it."""
     if record is None:
         return {}
+    if max_elements is not None:
+        _check_sizes(record, max_elements)
     tensors: dict[str, torch.Tensor] = {}
     for key in record:
         if key.startswith((STATE_VALUES, STATE_SHAPE)):
@@ -110,6 +116,31 @@ def unpack_state(record: ArrayRecord | None) -> dict[str, torch.Tensor]:
         else:
             tensors[key] = _tensor(record[key])
     return tensors
+
+
+def _check_sizes(record: ArrayRecord, max_elements: int) -> None:
+    for key in record:
+        array = record[key]
+        declared = math.prod(int(d) for d in array.shape) if all(isinstance(d, int) and d >= 0 for d in array.shape) else -1
+        if not 0 <= declared <= max_elements or len(array.data) > 8 * max_elements + 4096:
+            raise ValueError(f"state tensor {key!r:.80} declares {declared} entries, more than {max_elements}")
+        descr, shape, offset = npy_header(array)  # the .npy header, before numpy allocates what it declares
+        try:
+            itemsize = np.dtype(descr).itemsize
+        except TypeError:
+            raise ValueError(f"state tensor {key!r:.80} has dtype {descr!r:.20}") from None
+        if shape != tuple(array.shape) or len(array.data) != offset + itemsize * declared:
+            raise ValueError(f"state tensor {key!r:.80}: its .npy data does not match its declared shape")
+        if key.startswith(STATE_INDICES):
+            name = key.removeprefix(STATE_INDICES)
+            if STATE_VALUES + name not in record or STATE_SHAPE + name not in record:
+                raise ValueError(f"state tensor {name!r:.80} is sparse without its values or shape")
+            shape = _tensor(record[STATE_SHAPE + name])
+            if shape.ndim != 1 or shape.numel() > 8 or bool((shape < 0).any()) or math.prod(shape.tolist()) > max_elements:
+                raise ValueError(f"state tensor {name!r:.80} declares a shape beyond {max_elements} entries")
+            indices = _tensor(record[key])
+            if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= math.prod(shape.tolist())):
+                raise ValueError(f"state tensor {name!r:.80} has indices outside its shape")
 
 
 def context_state(context: Context) -> dict:

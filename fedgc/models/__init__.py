@@ -61,6 +61,16 @@ def estimated_parameters(name: str, input_shape: tuple[int, ...], num_classes: i
         return parameter_count(MODELS[name](tuple(input_shape), num_classes, **kwargs))
 
 
+def tensor_specs(name: str, input_shape: tuple[int, ...], num_classes: int,
+                 options: Mapping[str, Any] | None = None) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """``{tensor: (numpy dtype name, shape)}`` of the named model's ``state_dict``, in order, from a
+    build on the ``meta`` device (nothing allocated)."""
+    kwargs = validate_model_options(name, options)
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        model = MODELS[name](tuple(input_shape), num_classes, **kwargs)
+    return {k: (str(v.dtype).removeprefix("torch."), tuple(v.shape)) for k, v in model.state_dict().items()}
+
+
 def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, seed: int,
                 options: Mapping[str, Any] | None = None) -> nn.Module:
     """Build the named model with weights drawn from ``seed`` (same seed, same initial model). A model
@@ -82,4 +92,5 @@ def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-__all__ = ["MODELS", "build_model", "estimated_parameters", "max_parameters", "parameter_count", "validate_model_options"]
+__all__ = ["MODELS", "build_model", "estimated_parameters", "max_parameters", "parameter_count", "tensor_specs",
+           "validate_model_options"]

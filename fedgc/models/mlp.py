@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 from pydantic import Field
 from torch import nn
@@ -11,7 +12,8 @@ from fedgc.models.base import NoOptions
 
 
 class MLPOptions(NoOptions):
-    hidden: list[int] = Field(default_factory=lambda: [128], description="widths of the hidden ReLU layers")
+    hidden: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [128], max_length=64,
+                                                      description="widths of the hidden ReLU layers (at most 64)")
 
 
 class MLP(nn.Module):
