@@ -87,7 +87,7 @@ class Guard:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._process.wait(timeout=10)
 
-    def __enter__(self) -> Guard:
+    def __enter__(self) -> Guard:  # noqa: PYI034 — typing.Self needs Python 3.11
         return self
 
     def __exit__(self, *exc) -> None:
