@@ -43,7 +43,7 @@ class HostileNode(InlineGrid):
 def test_a_hostile_census_answer_is_refused_and_counted_and_the_run_keeps_the_honest_nodes(tiny_scenario, value):
     grid = HostileNode.for_scenario(validate(tiny_scenario))
     grid.value = value
-    partitioned = PartitionGrid.census(grid, expected=4, wait_s=3)
+    partitioned = PartitionGrid.census(grid, expected=4, wait_s=1)
     assert sorted(partitioned.label_of) == [1, 3, 4]
     assert sum(partitioned.refused.values()) == 1, partitioned.refused
 
@@ -51,7 +51,7 @@ def test_a_hostile_census_answer_is_refused_and_counted_and_the_run_keeps_the_ho
 def test_a_duplicate_claim_is_counted(tiny_scenario):
     grid = HostileNode.for_scenario(validate(tiny_scenario))
     grid.value = 0  # node 2 claims node 1's partition: the lower node id keeps it
-    partitioned = PartitionGrid.census(grid, expected=4, wait_s=3)
+    partitioned = PartitionGrid.census(grid, expected=4, wait_s=1)
     assert partitioned.label_of == {1: 1, 3: 3, 4: 4}
     assert partitioned.refused == {"partition claimed twice": 1}
 

@@ -95,6 +95,7 @@ def test_resume_of_a_folder_whose_scenario_became_a_bomb_is_one_line(tmp_path, c
     assert "aliases are expanded" in one_line_error(capsys, ["--resume", str(run)])
 
 
+@pytest.mark.slow
 def test_a_sweep_plan_changed_behind_fedgc_s_back_is_refused(tmp_path, capsys):
     """A finished sweep's ``sweep.yaml`` edited (the lr of its points): ``--resume`` refuses it
     instead of reporting runs of two plans as one."""
