@@ -20,7 +20,8 @@ def run_inline(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False,
     from fedgc.flower.loop import run_rounds
 
     # The loop the ServerApp's main runs, called directly so the summary comes back to the caller.
-    return run_rounds(InlineGrid.for_scenario(scenario), scenario, out_dir, quiet=quiet, resume=resume)
+    return run_rounds(InlineGrid.for_scenario(scenario), scenario, out_dir, quiet=quiet, resume=resume,
+                      graceful_stop=True)
 
 
 class EngineUnavailable(ValueError):

@@ -19,15 +19,22 @@ from dataclasses import asdict
 from pathlib import Path
 
 from fedgc.bounded import writing
+from fedgc.compare import human_summary
 from fedgc.engines import EXIT_DIVERGED, EXIT_INVALID, run_scenario
+from fedgc.run.stop import INTERRUPTED
 from fedgc.run_folder import claim_folder, lock_existing, new_run_folder
 from fedgc.scenario import ScenarioError, dump_scenario, load_scenario
+from fedgc.sweep_jobs import default_jobs, parse_jobs
 
 __all__ = ["EXIT_DIVERGED", "EXIT_INVALID", "main"]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m fedgc.simulate", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="fedgc run", description="Run a scenario: train the model over the simulated network and write a run "
+        "folder (scenario.yaml, metrics.jsonl, summary.json, plots/, model.pt; docs/metrics.md).",
+        epilog="Exit status: 0 done; 2 the scenario or its inputs are invalid (one line on stderr); 3 the run "
+               "stopped early (diverged or idle; model.pt holds the last good model); 130 interrupted.")
     parser.add_argument("scenario", nargs="?", help="scenario YAML file (not with --resume)")
     parser.add_argument("--resume", metavar="RUN_DIR",
                         help="continue the run in RUN_DIR from its last checkpoint (same scenario and seed); "
@@ -37,14 +44,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="with --out: clear that folder first if it holds a previous run")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a scenario key, e.g. --set compression.density=0.001 (repeatable)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--quiet", action="store_true", help="no progress line")
+    parser.add_argument("--json", action="store_true", help="print the run's summary as JSON on stdout "
+                        "(it is always in summary.json) instead of the human summary")
+    parser.add_argument("--baseline", action="store_true",
+                        help="run the scenario beside its baselines (no compression; both directions "
+                             "compressed) and print what compression bought, as a table")
     parser.add_argument("--check", action="store_true",
-                        help="validate the scenario and load its data, model and network, then exit without training")
+                        help="validate the scenario, load its data and build its model and network, then exit "
+                             "without training (= fedgc check --deep)")
     parser.add_argument("--sweep", dest="sweeps", action="append", default=[], metavar="KEY=V1,V2,...",
                         help="run every combination of the swept values into OUT/KEY=VALUE/ and write "
-                             "OUT/report.md (repeatable; see fedgc/sweep.py)")
+                             "OUT/report.md (repeatable; docs/metrics.md, section Sweeps)")
     parser.add_argument("--seeds", metavar="S1,S2,...",
                         help="run each seed into its own folder (= --sweep seed=S1,S2,...; combines with --sweep)")
+    parser.add_argument("--jobs", type=parse_jobs, default=None, metavar="N",
+                        help="with --sweep or --seeds: run N points at a time, each in its own process (default: "
+                             "the number of cores); the results are those of one at a time")
     return parser.parse_args(argv)
 
 
@@ -56,12 +72,13 @@ def main(argv: list[str] | None = None) -> int:
         from fedgc.sweep import sweep_main
 
         return sweep_main(args.scenario, args.overrides, args.sweeps, args.out, args.quiet,
-                          resume=args.resume, check=args.check, overwrite=args.overwrite)
+                          resume=args.resume, check=args.check, overwrite=args.overwrite,
+                          jobs=args.jobs or default_jobs())
     if args.resume and args.scenario is None and not (args.out or args.overrides or args.overwrite or args.check):
         from fedgc.sweep import is_sweep_folder, resume_sweep
 
         if is_sweep_folder(Path(args.resume)):
-            return resume_sweep(Path(args.resume), args.quiet)
+            return resume_sweep(Path(args.resume), args.quiet, jobs=args.jobs or default_jobs())
     if (args.scenario is None) == (args.resume is None):
         print("error: give a scenario file, or --resume RUN_DIR (not both)", file=sys.stderr)
         return EXIT_INVALID
@@ -71,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INVALID
     if args.overwrite and not args.out:
         print("error: --overwrite needs --out (the default folder is always new)", file=sys.stderr)
+        return EXIT_INVALID
+    if args.baseline and (args.resume or args.check):
+        print("error: --baseline runs a new comparison: not with --resume or --check (resume one of its run "
+              "folders instead)", file=sys.stderr)
         return EXIT_INVALID
     lock = None
     try:
@@ -93,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
                 out_dir = Path(args.out)
                 lock = claim_folder(out_dir, overwrite=args.overwrite)
             else:
-                out_dir, lock = new_run_folder(scenario.name)
+                out_dir, lock = new_run_folder(f"{scenario.name}-compare" if args.baseline else scenario.name)
+            if args.baseline:
+                return _compare(scenario, out_dir, args)
             with writing(out_dir / "scenario.yaml"):
                 (out_dir / "scenario.yaml").write_text(dump_scenario(scenario))
         summary = run_scenario(scenario, out_dir, quiet=args.quiet, resume=bool(args.resume))
@@ -106,13 +129,33 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if lock is not None:
             lock.release()
-    print(json.dumps(asdict(summary), indent=2))
-    print(f"outputs in {out_dir}", file=sys.stderr)
+    print(json.dumps(asdict(summary), indent=2) if args.json else human_summary(summary, out_dir))
+    if summary.stopped_reason == INTERRUPTED:
+        print(f"interrupted after round {summary.rounds}; resume with: fedgc run --resume {out_dir}", file=sys.stderr)
+        return 130
     if summary.stopped_reason != "completed":
         print(f"error: run stopped early ({summary.stopped_reason}); model.pt holds the last good model",
               file=sys.stderr)
         return EXIT_DIVERGED
     return 0
+
+
+def _compare(scenario, out_dir: Path, args: argparse.Namespace) -> int:
+    """``--baseline``: the scenario and its baselines into ``out_dir``, then the table (fedgc.compare)."""
+    from fedgc.compare import comparison_table, reading, run_comparison, write_comparison
+
+    results = run_comparison(scenario, out_dir, quiet=args.quiet, log=lambda line: print(line, file=sys.stderr))
+    write_comparison(results, out_dir)
+    if args.json:
+        print(json.dumps({r.variant.label: asdict(r.summary) for r in results}, indent=2))
+    else:
+        print(f"{comparison_table(results)}\n\n{reading(results)}\noutputs in {out_dir} (comparison.md)")
+    last = results[-1]
+    if last.summary.stopped_reason == INTERRUPTED:
+        print(f"interrupted after round {last.summary.rounds} of {last.variant.label}; resume that run with: "
+              f"fedgc run --resume {last.out_dir}", file=sys.stderr)
+        return 130
+    return 0 if last.summary.stopped_reason == "completed" else EXIT_DIVERGED
 
 
 def command() -> int:

@@ -40,6 +40,7 @@ from fedgc.metrics import FailureLog, MetricsLog, RoundRecord, RoundsLog, Summar
 from fedgc.network.build import build_network
 from fedgc.progress import Progress
 from fedgc.run.parts import build_model_for, density_schedule, federated_data, server_optimizer
+from fedgc.run.stop import INTERRUPTED, StopRequest, stop_requests
 from fedgc.run.threads import pin_threads
 from fedgc.scenario import Scenario
 from fedgc.training import evaluate, samples_asked
@@ -130,15 +131,17 @@ def build_strategy(scenario: Scenario, data: FederatedData, shapes: dict[str, tu
 
 
 def run_rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, *, measured: bool = False,
-               quiet: bool = False, resume: bool = False) -> Summary:
+               quiet: bool = False, resume: bool = False, graceful_stop: bool = False) -> Summary:
     """Run (or with ``resume``, continue from ``out_dir``'s checkpoint) the scenario's rounds through
-    ``transport``; ``measured``: a real deployment (wall-clock exchange), else the simulated network."""
-    with deterministic_algorithms(scenario.deterministic):  # the inline engine's clients run inside it too
-        return _rounds(transport, scenario, out_dir, measured, quiet, resume)
+    ``transport``; ``measured``: a real deployment (wall-clock exchange), else the simulated network.
+    ``graceful_stop``: the first Ctrl-C or SIGTERM stops the run after its round, keeping its work
+    (``fedgc.run.stop``)."""
+    with deterministic_algorithms(scenario.deterministic), stop_requests(graceful_stop, quiet) as stop:
+        return _rounds(transport, scenario, out_dir, measured, quiet, resume, stop)
 
 
 def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured: bool, quiet: bool,
-            resume: bool) -> Summary:
+            resume: bool, stop: StopRequest) -> Summary:
     logging.getLogger("flwr").setLevel(logging.ERROR)
     pin_threads()  # aggregation and evaluation round alike on every engine
     wall_start = time.perf_counter()
@@ -228,9 +231,11 @@ def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured:
                 if not retrying:
                     break
             every = scenario.checkpoint_every
+            interrupted = stop.asked and server_round < scenario.rounds
             # No checkpoint at the last round: a completed run is extended from its last checkpoint.
-            if out_dir is not None and every and server_round % every == 0 and server_round < scenario.rounds \
-                    and parts["transport"] is not None:
+            # An interrupted run checkpoints the round it stopped after, whatever checkpoint_every says.
+            if out_dir is not None and parts["transport"] is not None and (
+                    interrupted or (every and server_round % every == 0 and server_round < scenario.rounds)):
                 try:
                     state = {"run": checkpoint.run_state(server_round, len(log.rows), last_good),
                              **{name: part.state_dict() if part is not None else None for name, part in parts.items()}}
@@ -238,6 +243,9 @@ def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured:
                     progress.note(f"warning: round {server_round}: no checkpoint: {err}")
                 else:
                     checkpoint.save(out_dir, state, scenario_record(scenario))
+            if interrupted:
+                stopped = INTERRUPTED
+                break
     except Diverged as err:
         stopped = f"diverged: {err}"
     except Idle as err:

@@ -1,0 +1,105 @@
+"""The first result answers the question: a run beside its baselines, a human summary at the end of
+every run, and an interrupted run that keeps its work and resumes to the uninterrupted metrics."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from fedgc.compare import baseline_variants, human_summary
+from fedgc.metrics import read_summary
+from fedgc.scenario import load_scenario, validate
+from fedgc.simulate import main
+
+from .conftest import REPO
+
+
+def test_the_baselines_of_a_scenario_are_dense_and_both_directions_compressed():
+    quickstart = load_scenario(REPO / "scenarios" / "quickstart.yaml")
+    dense, as_written, both = baseline_variants(quickstart)
+    assert (dense.label, as_written.label, both.label) == ("dense", "dgc up", "dgc up + topk down")
+    assert dense.scenario.compression.name == "none" and not dense.scenario.downlink.enabled
+    assert as_written.scenario == quickstart
+    assert both.scenario.downlink.name == "topk" and both.scenario.downlink.density == 0.1
+    assert both.scenario.compression == quickstart.compression
+    # A scenario that already compresses its downloads is compared with dense downloads instead.
+    tree = quickstart.model_dump(mode="json")
+    tree["downlink"] = {"name": "qsgd"}
+    _, up_only, down = baseline_variants(validate(tree))
+    assert (up_only.label, down.label) == ("dgc up only", "dgc up + qsgd down") and not up_only.scenario.downlink.enabled
+
+
+@pytest.mark.slow
+def test_baseline_prints_the_table_and_a_reading_and_keeps_three_run_folders(tmp_path, tiny_scenario, capsys):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({**tiny_scenario, "rounds": 3}))
+    out = tmp_path / "cmp"
+    assert main([str(path), "--baseline", "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].split() == ["method", "acc", "to", "50%", "rounds", "MB", "up", "MB", "down", "up", "×",
+                                  "speed-up"]
+    assert [line.split("  ")[0] for line in printed[2:5]] == ["dense", "topk up", "topk up + topk down"]
+    assert all(len(line) <= 80 for line in printed[:5])
+    assert "of the bytes of topk up" in printed[6] and printed[7].startswith(f"outputs in {out}")
+    for folder in ("dense", "topk-up", "topk-up-down"):
+        assert read_summary(out / folder / "summary.json").rounds == 3
+    assert (out / "comparison.md").read_text().count("\n") > 6
+
+
+def test_every_run_ends_with_a_human_summary_and_json_only_when_asked(tmp_path, tiny_scenario, capsys):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(tiny_scenario))
+    assert main([str(path), "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("tiny: 2 rounds, final accuracy 0.")
+    assert lines[1].startswith("up ") and lines[1].endswith(f"outputs in {tmp_path / 'a'}")
+    assert main([str(path), "--out", str(tmp_path / "b"), "--quiet", "--json"]) == 0
+    assert '"stopped_reason": "completed"' in capsys.readouterr().out
+    summary = read_summary(tmp_path / "a" / "summary.json")
+    assert human_summary(summary, None).count("\n") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_quickstart_keeps_its_work_and_resumes_to_the_uninterrupted_metrics(tmp_path, sig):
+    """Stopped around round 7 (checkpoint every 10): a checkpoint of the round it stopped after,
+    summary.json saying interrupted, plots and model.pt; --resume ends with the uninterrupted rows."""
+    tree = yaml.safe_load((REPO / "scenarios" / "quickstart.yaml").read_text())
+    tree.update(rounds=12, checkpoint_every=10)
+    path = tmp_path / "q.yaml"
+    path.write_text(yaml.safe_dump(tree))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    reference = tmp_path / "reference"
+    assert subprocess.run([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(reference), "--quiet"],
+                          cwd=REPO, env=env, capture_output=True, timeout=300, check=False).returncode == 0
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(out), "--quiet"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        metrics = out / "metrics.jsonl"
+        while proc.poll() is None and not (metrics.exists() and len(metrics.read_text().splitlines()) >= 7):
+            time.sleep(0.02)
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    summary = read_summary(out / "summary.json")
+    assert summary.stopped_reason == "interrupted" and 7 <= summary.rounds < 12
+    assert stderr.strip().splitlines()[-1] == (f"interrupted after round {summary.rounds}; resume with: "
+                                               f"fedgc run --resume {out}")
+    assert (out / "model.pt").is_file() and any((out / "plots").iterdir()) and (out / "checkpoint.pt").is_file()
+    assert stdout.startswith("quickstart: ")
+    done = subprocess.run([sys.executable, "-m", "fedgc.simulate", "--resume", str(out), "--quiet"], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert (out / "metrics.jsonl").read_bytes() == (reference / "metrics.jsonl").read_bytes()
+    assert read_summary(out / "summary.json").stopped_reason == "completed"
