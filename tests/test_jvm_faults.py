@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import threading
 import time
@@ -142,6 +143,11 @@ class CountingProxy:
         """Connections opened and Fleet calls seen between the ``time.time()`` instants ``start`` and ``end``."""
         with self._lock:
             return (sum(start <= t <= end for t in self.opened), sum(start <= t <= end for t in self.calls))
+
+    def lose(self, answers: dict[str, int]) -> None:
+        """Lose the answers to the next ``answers[method]`` calls of each Fleet method."""
+        with self._lock:
+            self.lose_answers.update(answers)
 
     def cut(self) -> None:
         with self._lock:
@@ -296,7 +302,7 @@ def log_time(line: str) -> float:
 
 @pytest.mark.parametrize("tls", [False, True], ids=["insecure", "tls"])
 def test_connections_per_round(tmp_path, jar, tls):  # noqa: F811
-    if tls and not (shutil_which("openssl")):
+    if tls and not shutil.which("openssl"):
         pytest.skip("needs openssl")
     figures = measure_connections(tmp_path, tls)
     record({"test": "connections", **figures})
@@ -307,12 +313,6 @@ def test_connections_per_round(tmp_path, jar, tls):  # noqa: F811
     assert figures["connections_per_round"] <= 4, figures
     if not tls:
         assert figures["calls_per_round"] >= 4 * figures["connections_per_round"], figures
-
-
-def shutil_which(name: str) -> str | None:
-    import shutil
-
-    return shutil.which(name)
 
 
 def test_node_registers_again_after_the_superlink_forgets_it(tmp_path, jar):  # noqa: F811
@@ -411,8 +411,7 @@ def test_node_survives_answers_lost_mid_round(tmp_path, jar):  # noqa: F811
         wait_for(jvm_log, "fedgc: round 1:", 200, node)
         armed = {"pull-messages": 1, "pull-object": 2, "confirm-message-received": 1, "push-messages": 1,
                  "push-object": 2}
-        with proxy._lock:
-            proxy.lose_answers.update(armed)
+        proxy.lose(armed)
         runner.join(timeout=330)
         assert not runner.is_alive()
         assert run["result"].returncode == 0, (tmp_path / "flwr-run.log").read_text(errors="replace")[-3000:]
