@@ -174,10 +174,20 @@ def _run_or_resume(point: SweepPoint, scenario: Scenario, folder: Path, *, quiet
     return run_point(scenario, folder, quiet=quiet, overwrite=resume)
 
 
+def _point_task(task: tuple[SweepPoint, Scenario, Path, bool, bool]) -> Summary:
+    """One point of a sweep, in this process or a worker (``fedgc.sweep_jobs``); errors name the point."""
+    point, scenario, folder, quiet, resume = task
+    try:
+        return _run_or_resume(point, scenario, folder, quiet=quiet, resume=resume)
+    except (ValueError, OSError) as err:
+        raise SweepError(f"{point.folder}: {err}".splitlines()[0]) from None
+
+
 def run_sweep(base_tree: dict[str, Any], axes: list[SweepAxis], out_dir: Path, *, quiet: bool = True,
-              log=None, resume: bool = False) -> list[SweepRun]:
+              log=None, resume: bool = False, jobs: int = 1) -> list[SweepRun]:
     """Run every point into ``out_dir/<point folder>`` and write ``out_dir/report.md`` with its plots
-    (with ``resume``, finish the sweep in ``out_dir``: see the module's docstring).
+    (with ``resume``, finish the sweep in ``out_dir``: see the module's docstring). ``jobs``: points
+    run at a time, each in its own process (``fedgc.sweep_jobs``; the same files as one at a time).
     ``log``: a callable taking one line of progress (e.g. ``print``), or None for silence."""
     from fedgc.report import read_runs, write_report
 
@@ -186,17 +196,17 @@ def run_sweep(base_tree: dict[str, Any], axes: list[SweepAxis], out_dir: Path, *
         specs = [a.spec for a in axes]
         (out_dir / MANIFEST).write_text(yaml.safe_dump(
             {"scenario": base_tree, "sweep": specs, "digest": plan_digest(base_tree, specs)}, sort_keys=False))
-    runs = []
-    for number, (point, scenario) in enumerate(planned, start=1):
-        folder = out_dir / point.folder
+    from fedgc.sweep_jobs import run_all
+
+    tasks = [(point, scenario, out_dir / point.folder, quiet or jobs > 1, resume) for point, scenario in planned]
+
+    def started(index: int) -> None:
         if log is not None:
-            done = resume and (folder / "summary.json").is_file()
-            log(f"[{number}/{len(planned)}] {point.folder}" + (" (done)" if done else ""))
-        try:
-            summary = _run_or_resume(point, scenario, folder, quiet=quiet, resume=resume)
-        except (ValueError, OSError) as err:
-            raise SweepError(f"{point.folder}: {err}".splitlines()[0]) from None
-        runs.append(SweepRun(point, folder, summary))
+            done = resume and (tasks[index][2] / "summary.json").is_file()
+            log(f"[{index + 1}/{len(planned)}] {planned[index][0].folder}" + (" (done)" if done else ""))
+
+    summaries = run_all(_point_task, tasks, jobs, started)
+    runs = [SweepRun(task[0], task[2], summary) for task, summary in zip(tasks, summaries)]
     write_report(read_runs([run.out_dir for run in runs]), out_dir, "md")
     return runs
 
@@ -241,7 +251,8 @@ def check_points(base_tree: dict[str, Any], axes: list[SweepAxis]) -> list[str]:
 
 
 def sweep_main(scenario_path: str | None, overrides: list[str], sweeps: list[str], out: str | None,
-               quiet: bool, resume: str | None = None, check: bool = False, overwrite: bool = False) -> int:
+               quiet: bool, resume: str | None = None, check: bool = False, overwrite: bool = False,
+               jobs: int = 1) -> int:
     """The ``--sweep`` path of ``python -m fedgc.simulate``; returns the exit code. With ``check``,
     every point is checked (``--check``) and nothing runs. The sweep folder is claimed like a run
     folder (``fedgc.run_folder``: new or empty, or cleared with ``overwrite``) and locked until the
@@ -279,7 +290,7 @@ def sweep_main(scenario_path: str | None, overrides: list[str], sweeps: list[str
         else:
             out_dir, lock = new_run_folder(first_point_scenario.name)
         with lock:
-            runs = run_sweep(tree, axes, out_dir, quiet=quiet, resume=again,
+            runs = run_sweep(tree, axes, out_dir, quiet=quiet, resume=again, jobs=jobs,
                              log=lambda line: print(line, file=sys.stderr))
     except (ScenarioError, SweepError, ValueError, OSError) as err:
         return fail(str(err))
@@ -289,7 +300,7 @@ def sweep_main(scenario_path: str | None, overrides: list[str], sweeps: list[str
     return _finish(out_dir, runs)
 
 
-def resume_sweep(out_dir: Path, quiet: bool) -> int:
+def resume_sweep(out_dir: Path, quiet: bool, jobs: int = 1) -> int:
     """``--resume SWEEP_DIR``: finish the sweep in ``out_dir``; returns the exit code."""
     from fedgc.engines import EXIT_INVALID
     from fedgc.run_folder import lock_existing
@@ -297,7 +308,7 @@ def resume_sweep(out_dir: Path, quiet: bool) -> int:
     try:
         with lock_existing(out_dir):
             tree, axes = read_manifest(out_dir)
-            runs = run_sweep(tree, axes, out_dir, quiet=quiet, resume=True,
+            runs = run_sweep(tree, axes, out_dir, quiet=quiet, resume=True, jobs=jobs,
                              log=lambda line: print(line, file=sys.stderr))
     except (ScenarioError, SweepError, ValueError, OSError) as err:
         print(f"error: {err}".splitlines()[0], file=sys.stderr)
