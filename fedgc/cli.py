@@ -1,9 +1,9 @@
 """The ``fedgc`` command: one entry point for the researcher's workflow.
 
     fedgc run SCENARIO [options]     run a scenario (= python -m fedgc.simulate SCENARIO [options])
-    fedgc check SCENARIO [options]   validate it and its data without training (= ... --check)
+    fedgc check SCENARIO [--deep]    is it ready to run? validate it, find its files (--deep: load its data)
     fedgc report RUN [RUN ...]       summarize runs (= python -m fedgc.report ...)
-    fedgc fetch ITEM [--dir D]       download data sets and traces (docs/data-and-models.md)
+    fedgc fetch ITEM [--dir D]       download data sets and traces (docs/data.md)
     fedgc export-data SCENARIO --out D   write partitions as device data (docs/deploy-edge.md)
 
 This module only dispatches: each subcommand's options are those of the module it calls.
@@ -32,8 +32,8 @@ def _own_process() -> None:
 
 
 def _check(argv):
-    from fedgc.simulate import main
-    return main([*argv, "--check"])
+    from fedgc.check import main
+    return main(argv)
 
 
 def _report(argv):

@@ -33,7 +33,7 @@ def fedgc(*args: str, cwd: Path | None = None, env: dict | None = None, drop: tu
 
 @pytest.mark.parametrize(("argv", "module", "expected"), [
     (["run", "s.yaml", "--set", "rounds=2", "--out", "o"], "fedgc.simulate", ["s.yaml", "--set", "rounds=2", "--out", "o"]),
-    (["check", "s.yaml", "--set", "rounds=2"], "fedgc.simulate", ["s.yaml", "--set", "rounds=2", "--check"]),
+    (["check", "s.yaml", "--set", "rounds=2"], "fedgc.check", ["s.yaml", "--set", "rounds=2"]),
     (["report", "r1", "r2", "--format", "csv"], "fedgc.report", ["r1", "r2", "--format", "csv"]),
     (["fetch", "traces", "--dir", "d"], "fedgc.fetch", ["traces", "--dir", "d"]),
     (["export-data", "s.yaml", "--out", "d"], "fedgc.export_data", ["s.yaml", "--out", "d"]),
