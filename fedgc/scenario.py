@@ -35,6 +35,7 @@ from fedgc.network.config import NetworkConfig
 from fedgc.network.flat_form import fold
 from fedgc.network.sections import SECTIONS
 from fedgc.paths import PathError, resolve_paths
+from fedgc.scenario_errors import did_you_mean, unknown_key_message, yaml_syntax_message
 from fedgc.yaml12 import DuplicateKeyError
 from fedgc.yaml12 import dump as yaml12_dump
 from fedgc.yaml12 import load as yaml12_load
@@ -180,10 +181,12 @@ def _one_line(err: ValidationError) -> str:
     if named and (not loc or named.group(1).startswith(where + ".") or named.group(1) == where):
         where, msg = named.groups()  # a rule names its own field
     if first["type"] == "extra_forbidden":
-        msg = "unknown key (not part of the scenario schema)"
+        msg = unknown_key_message(Scenario, first["loc"])
         if tagged:
-            keys = ", ".join(SECTIONS[tagged[0]][0][tagged[1]].model_fields)
-            msg = f"not a key of {tagged[0]} {tagged[1]} (its keys: {keys})"
+            keys = list(SECTIONS[tagged[0]][0][tagged[1]].model_fields)
+            guess = did_you_mean(str(first["loc"][-1]), keys)
+            msg = (f"not a key of {tagged[0]} {tagged[1]} (" + (f"did you mean `{guess}`? " if guess else "")
+                   + f"its keys: {', '.join(keys)})")
     elif first["type"] == "missing":
         msg = f"required when {tagged[0]} is {tagged[1]}" if tagged else "required key is missing"
     elif first["type"] == "union_tag_invalid":
@@ -256,10 +259,7 @@ def parse_yaml(text: str, where: str) -> Any:
     except yaml12.LimitError as err:
         raise ScenarioError(f"{where}: YAML {err.problem} at line {err.problem_mark.line + 1}") from None
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None)
-        raise ScenarioError(f"{where}: invalid YAML{at}" + (f" ({problem})" if problem else "")) from None
+        raise ScenarioError(yaml_syntax_message(where, text, err)) from None
 
 
 def load_tree(path: str | Path) -> dict[str, Any]:

@@ -100,8 +100,26 @@ def test_a_failed_item_leaves_no_folders_or_files(tmp_path):
     data, empty = tmp_path / "data", tmp_path / "empty"
     empty.mkdir()
     proc = fetch_cli("shakespeare", "--dir", str(data), env={"FEDGC_FETCH_MIRROR": empty.as_uri()})
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "nothing written" in proc.stderr
+    error, *advice = proc.stderr.splitlines()
+    assert proc.returncode == 2 and "nothing written" in error and "Traceback" not in proc.stderr
     assert list(data.iterdir()) == []
+    # The source could not be read: how to use a mirror or copy the files by hand (issue 27).
+    assert "check the mirror" in advice[0] and f"copy the files by hand into {data}/" in advice[1]
+
+
+def test_without_a_network_fetch_says_how_to_use_a_mirror_or_copy_by_hand(tmp_path, monkeypatch, capsys):
+    import urllib.request
+
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    monkeypatch.delenv("FEDGC_FETCH_MIRROR", raising=False)
+    assert main(["mnist", "--dir", str(tmp_path / "data")]) == 2
+    error, *advice = capsys.readouterr().err.splitlines()
+    assert error.startswith("fedgc fetch: error: mnist/") and "name resolution" in error
+    assert "no network? fetch from a mirror" in advice[0] and "--mirror file:///" in advice[0]
+    assert "fedgc/fetch/files.tsv" in advice[1] and "docs/data.md" in advice[1]
 
 
 def test_a_corrupted_local_file_is_downloaded_again(mirror, tmp_path, capsys):

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from fedgc.data.base import ArrayDataset, CentralDataset, DataFileError
+from fedgc.fetch.hint import fetch_hint
 
 FILES = {
     "train_images": "train-images-idx3-ubyte",
@@ -57,7 +58,7 @@ def require_dir(root: Path, what: str) -> None:
         return
     if root.exists():
         raise DataFileError(f"data.root {root}: is a file, not a directory (expected {what})")
-    raise DataFileError(f"data.root {root}: no such directory (expected {what})")
+    raise DataFileError(f"data.root {root}: no such directory (expected {what}){fetch_hint(root)}")
 
 
 def load_mnist_dir(root: str | Path) -> CentralDataset:
@@ -66,7 +67,7 @@ def load_mnist_dir(root: str | Path) -> CentralDataset:
     paths = {key: _find(root, stem) for key, stem in FILES.items()}
     missing = [FILES[key] + ".gz" for key, path in paths.items() if path is None]
     if missing:
-        raise DataFileError(f"data.root {root}: missing {', '.join(missing)}")
+        raise DataFileError(f"data.root {root}: missing {', '.join(missing)}{fetch_hint(root / missing[0])}")
     arrays = {key: read_idx(path) for key, path in paths.items() if path is not None}
     for split in ("train", "test"):
         images, labels = arrays[f"{split}_images"], arrays[f"{split}_labels"]

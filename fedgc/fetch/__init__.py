@@ -80,6 +80,15 @@ def fetch(items: list[str], root: Path, mirror: str | None = None, out=None) -> 
             print(f"  {line}", file=out)
 
 
+def offline_help(root: Path, mirror: str | None) -> str:
+    """What to do when the sources cannot be reached (no network, a proxy, a dead mirror)."""
+    first = ("check the mirror: it must hold each file at MIRROR/<its path in the data directory>" if mirror else
+             "no network? fetch from a mirror laid out like the data directory (e.g. a copy of another "
+             "machine's): fedgc fetch ITEM --mirror file:///media/usb/fedgc-data (or an https:// URL)")
+    return (f"  {first};\n  or copy the files by hand into {root}/ at the paths listed in fedgc/fetch/files.tsv, "
+            f"then run the same fedgc fetch command to check their checksums; see docs/data.md")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="fedgc fetch", epilog="Sources, checksums, licences and citations: docs/data.md.",
@@ -101,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         fetch(items, root, args.mirror)
     except FetchError as err:
         print(f"fedgc fetch: error: {err}", file=sys.stderr)
+        if err.unreachable:
+            print(offline_help(root, args.mirror), file=sys.stderr)
         return 2
     except OSError as err:
         print(f"fedgc fetch: error: {root}: {err.strerror or err}", file=sys.stderr)

@@ -22,7 +22,13 @@ os.umask(_UMASK)
 
 
 class FetchError(Exception):
-    """A file could not be fetched; the message is one line and says what was left on disk."""
+    """A file could not be fetched; the message is one line and says what was left on disk.
+    ``unreachable``: no source could be reached or read (no network, a proxy, a missing mirror file),
+    as opposed to a checksum mismatch or a local failure."""
+
+    def __init__(self, message: str, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 def digest_of(path: Path, algorithm: str) -> str:
@@ -90,14 +96,15 @@ def fetch_entry(entry: Entry, root: Path, mirror: str | None) -> None:
         except Exception as err:  # noqa: BLE001 - a bad pickle can raise anything; reported in one line
             raise FetchError(f"{entry.path}: derived from {source}: {err}; nothing written") from None
         return
-    failures = []
+    failures, unreachable = [], True
     for url in urls_for(entry, mirror):
         try:
             _download(entry, url, target)
             return
         except FetchError as err:
             failures.append(f"{url}: {err}")
+            unreachable = False
         except (urllib.error.URLError, OSError, ValueError) as err:
             reason = getattr(err, "reason", None) or err
             failures.append(f"{url}: {reason}")
-    raise FetchError(f"{entry.path}: " + "; ".join(failures) + "; nothing written")
+    raise FetchError(f"{entry.path}: " + "; ".join(failures) + "; nothing written", unreachable=unreachable)

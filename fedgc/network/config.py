@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fedgc.fetch.hint import fetch_hint
 from fedgc.network.flat_form import fold
 from fedgc.network.profiles import PROFILES
 from fedgc.network.sections import (
@@ -88,7 +89,7 @@ class NetworkConfig(BaseModel):
             raise ValueError("network.link.bandwidth_file: set either a bandwidth file or up_mbps/down_mbps, not both")
         for name in self.files():
             if not self.resolve(name).is_file():
-                raise ValueError(f"file {self.resolve(name)}: no such file")
+                raise ValueError(f"file {self.resolve(name)}: no such file{fetch_hint(self.resolve(name))}")
         return self
 
     def files(self) -> list[str]:
