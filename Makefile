@@ -1,25 +1,33 @@
 # Commands for a fresh machine with only Python and make:
-#   make run   — set up .venv if needed and run the default (offline) scenario
-#   make test  — same venv, run the test suite (all of it, as CI does)
+#   make run   — set up .venv with what running needs and run the default (offline) scenario beside
+#                its baselines (no compression; both directions compressed): a comparison table
+#   make test  — the same venv plus the test and Ray extras, run the test suite (all of it, as CI does)
 #   make test-fast — the same minus the tests marked deployment, ray, jvm, netns, notebook or slow
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
 SCENARIO ?= scenarios/quickstart.yaml
 
 .PHONY: run test test-fast install clean jvm jvm-proto
 
-$(STAMP): pyproject.toml constraints.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,ray]'  # ray: the flower-engine tests run, not skip
-	touch $(STAMP)
+$(RUN_STAMP): pyproject.toml constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "installing fedgc, Flower and PyTorch (CPU) into $(VENV): about 1-3 minutes, once"
+	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	@PYTHONWARNINGS=ignore $(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e .  # no build-backend banners
+	@touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP)
+	@echo "installing the test tools and Ray into $(VENV): about 1-2 minutes, once"
+	@PYTHONWARNINGS=ignore $(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,ray]'  # ray: the flower-engine tests run, not skip
+	@touch $(STAMP)
 
 install: $(STAMP)
 
-run: $(STAMP)
-	$(PY) -m fedgc.simulate $(SCENARIO)
+run: $(RUN_STAMP)
+	$(PY) -m fedgc.simulate $(SCENARIO) --baseline
 
 test: $(STAMP)
 	$(PY) -m pytest -q
