@@ -7,7 +7,9 @@
   like fedgc's: it holds ``scenario.yaml``, ``report.md`` or the lock file; never an arbitrary folder).
 - ``RunLock``: an exclusive ``fcntl.flock`` on ``<folder>/.fedgc.lock``, held while a run (or a resume,
   or a sweep) writes the folder. A second process gets ``RunFolderError`` at once. The kernel drops
-  the lock when the process ends, however it ends, so a killed run never leaves a stale lock.
+  the lock when the process ends, however it ends, so a killed run never leaves a stale lock. The
+  holder removes the file as it releases the lock (a killed run leaves the file, unlocked); a process
+  that locked the file just as it was removed sees it is gone and locks the new one.
 
 Before a folder is resumed or overwritten, whatever is still alive of a runtime an earlier run of it
 started (``fedgc.runtime_record``) is stopped, with one line on stderr.
@@ -38,28 +40,53 @@ class RunLock:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        path = folder / LOCK_NAME
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as err:
-            raise RunFolderError(f"{folder}: cannot create its lock file ({err.strerror})") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+        for _ in range(100):  # a holder that removes the file as we open it: open the new one
+            fd = self._open_and_lock()
+            if self._same_file(fd):
+                break
             os.close(fd)
-            raise RunFolderError(f"{folder} is in use by another fedgc process (pid {holder}); "
-                                 "wait for it to end, or use another folder") from None
+        else:
+            raise RunFolderError(f"{folder}: its lock file keeps being replaced; try again")
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         except OSError as err:
             os.close(fd)
-            raise RunFolderError(f"{path}: cannot write the lock file ({err.strerror})") from None
+            raise RunFolderError(f"{folder / LOCK_NAME}: cannot write the lock file ({err.strerror})") from None
         self._fd: int | None = fd
 
+    def _open_and_lock(self) -> int:
+        try:
+            fd = os.open(self.folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise RunFolderError(f"{self.folder}: cannot create its lock file ({err.strerror})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise RunFolderError(f"{self.folder} is in use by another fedgc process (pid {holder}); "
+                                 "wait for it to end, or use another folder") from None
+        return fd
+
+    def _same_file(self, fd: int) -> bool:
+        """Whether ``fd`` is still the folder's lock file (a holder that ended removed the one it
+        locked: a lock on that removed file would protect nothing)."""
+        try:
+            on_disk = os.stat(self.folder / LOCK_NAME)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(fd)
+        return (on_disk.st_dev, on_disk.st_ino) == (held.st_dev, held.st_ino)
+
     def release(self) -> None:
+        """Remove the lock file (only while holding its lock, and only if it is still ours), then drop the lock."""
         if self._fd is not None:
+            try:
+                if self._same_file(self._fd):
+                    os.unlink(self.folder / LOCK_NAME)
+            except OSError:
+                pass  # the folder is gone or read-only: the lock is dropped all the same
             os.close(self._fd)  # closing the last descriptor drops the flock
             self._fd = None
 

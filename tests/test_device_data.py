@@ -81,6 +81,26 @@ def test_examples_must_fit_the_model_in_the_message():
 
 
 @pytest.mark.slow
+def test_export_data_refuses_a_folder_holding_files_unless_overwrite_replaces_an_earlier_export(tmp_path, capsys):
+    from fedgc.export_data import main as export_data
+
+    scenario_file = tmp_path / "s.yaml"
+    scenario_file.write_text("name: s\nrounds: 1\ndata: {dataset: digits, num_clients: 3}\nmodel: {name: mlp}\n")
+    out = tmp_path / "out"
+    command = [str(scenario_file), "--out", str(out)]
+    assert export_data([*command, "--partition", "2"]) == 0
+    assert export_data([*command, "--partition", "1"]) == 2
+    assert capsys.readouterr().err.startswith(f"error: --out {out} already holds files")
+    assert [p.name for p in out.iterdir()] == ["partition-2"]
+    assert export_data([*command, "--partition", "1", "--overwrite"]) == 0
+    assert [p.name for p in out.iterdir()] == ["partition-1"]
+    (out / "notes.txt").write_text("mine")
+    capsys.readouterr()
+    assert export_data([*command, "--overwrite"]) == 2
+    assert "holds 'notes.txt', not an export" in capsys.readouterr().err
+    assert (out / "notes.txt").read_text() == "mine" and (out / "partition-1").is_dir()
+
+
 def test_export_data_writes_the_simulated_partitions(tmp_path):
     scenario_file = tmp_path / "s.yaml"
     scenario_file.write_text("name: s\nrounds: 1\ndata: {dataset: digits, num_clients: 3, partition: dirichlet}\n"

@@ -115,7 +115,41 @@ def test_a_folder_in_use_is_refused_for_a_run_a_resume_and_an_overwrite(tmp_path
             assert "in use by another fedgc process" in one_error_line(capsys)
     assert (out / "metrics.jsonl").read_bytes() == metrics
     assert main(["--resume", str(out)]) == 0  # released: the lock does not outlive its holder
-    assert (out / LOCK_NAME).is_file()
+    assert not (out / LOCK_NAME).exists()  # and its file is removed when the run ends (issue 27)
+
+
+def test_the_lock_file_is_removed_by_its_holder_only(tmp_path):
+    import fcntl
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    holder = RunLock(folder)
+    with pytest.raises(ValueError, match="in use by another fedgc process"):
+        RunLock(folder)
+    assert (folder / LOCK_NAME).is_file()  # the refused process removed nothing
+    stale = os.open(folder / LOCK_NAME, os.O_RDWR)  # a waiter that opened the file before it was removed
+    holder.release()
+    assert not (folder / LOCK_NAME).exists()
+    real_open = RunLock._open_and_lock
+    calls = []
+
+    def late_waiter(self):  # its first lock is on the removed file, as if it raced the release
+        calls.append(1)
+        if len(calls) == 1:
+            fcntl.flock(stale, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return stale
+        return real_open(self)
+
+    RunLock._open_and_lock = late_waiter
+    try:
+        waiter = RunLock(folder)  # sees that its file was removed and locks the folder's new lock file
+    finally:
+        RunLock._open_and_lock = real_open
+    assert len(calls) == 2 and (folder / LOCK_NAME).is_file()
+    with pytest.raises(ValueError, match="in use by another fedgc process"):
+        RunLock(folder)  # one holder at a time, still
+    waiter.release()
+    assert not (folder / LOCK_NAME).exists()
 
 
 @pytest.mark.slow
