@@ -1,15 +1,15 @@
 """McMahan et al.'s CNN on pathological non-IID MNIST to 99% test accuracy.
 
-    OMP_NUM_THREADS=2 .venv/bin/python bench/mcmahan_cnn.py [--out runs/mcmahan] [--stop-after-target K]
-    .venv/bin/python bench/mcmahan_cnn.py --reuse --out runs/mcmahan     # tables from an existing run
+    OMP_NUM_THREADS=2 .venv/bin/python bench/mcmahan_cnn.py [--out runs/mcmahan] [--stop-after-target K] [--write]
+    .venv/bin/python bench/mcmahan_cnn.py --reuse --out runs/mcmahan     # figures from an existing run
 
 Runs ``scenarios/fedavg_mnist_cnn.yaml`` (100 clients, 2 shards each, C = 0.1, E = 5, B = 10, dense
 FedAvg, evaluated every round) in a child process and writes down the wall-clock moment each round's
 row lands in ``metrics.jsonl`` (``times.log`` in the run folder: "rows unix_seconds" per line), so the
 wall time to the target is measured, not projected. With ``--stop-after-target K`` the run is
 interrupted K rounds after the target is first reached (its checkpoint lets ``python -m
-fedgc.simulate --resume`` finish it later). Writes the table into ``docs/results.md`` between the
-``mcmahan`` markers and prints the figures as one JSON object on its last line.
+fedgc.simulate --resume`` finish it later). With ``--write``, writes the table into ``docs/results.md``
+between the ``mcmahan`` markers; prints the figures as one JSON object on its last line.
 """
 
 from __future__ import annotations
@@ -148,14 +148,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stop-after-target", type=int, metavar="K",
                         help="interrupt the run K rounds after the target is first reached")
     parser.add_argument("--results", default=str(REPO / "docs" / "results.md"))
-    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--write", action="store_true",
+                        help="write the figures into docs/results.md (--results); without it nothing there changes")
+    parser.add_argument("--no-write", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old commands
     args = parser.parse_args(argv)
     out = Path(args.out).resolve()
     shared = Path(os.environ.get("FEDGC_SHARED_DIR", REPO.parent / "shared")).resolve()
     if not args.reuse:
         run(out, args.stop_after_target, shared)
     figs = figures(out)
-    if not args.no_write:
+    if args.write:
         write_results(figs, Path(args.results))
     print(json.dumps(figs))
     return 0

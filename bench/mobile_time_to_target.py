@@ -1,14 +1,14 @@
 """Simulated time to target accuracy on mobile networks: dense FedAvg vs DGC, LTE and 3G.
 
-    .venv/bin/python bench/mobile_time_to_target.py [--rounds N] [--jobs 1] [--out runs/bench-mobile] [--reuse]
+    .venv/bin/python bench/mobile_time_to_target.py [--rounds N] [--jobs 1] [--out runs/bench-mobile] [--reuse] [--write]
 
 Runs ``scenarios/mnist_lte_dropouts.yaml`` and ``scenarios/mnist_3g_dropouts.yaml`` five times
 each (``METHODS``): dense FedAvg (``--set compression.name=none``, same everything else); DGC uploads
 at density 0.01 (as written) and 0.1 with the dense model downloaded; and DGC uploads with compressed
 downloads (``downlink``, docs/downlink.md) at 0.03 and 0.1 both ways. Reads ``summary.json`` /
-``metrics.jsonl``, writes the table, the per-phase breakdown with the speed-up bounds and an
-accuracy-vs-simulated-time plot (``docs/img/mobile_time_to_target.png``) into ``docs/results.md``
-(between the ``mobile`` markers), and prints the figures as one JSON object on its last line.
+``metrics.jsonl``; with ``--write``, writes the table, the per-phase breakdown with the speed-up bounds
+and an accuracy-vs-simulated-time plot (``docs/img/mobile_time_to_target.png``) into ``docs/results.md``
+(between the ``mobile`` markers); prints the figures as one JSON object on its last line.
 
 The bounds, from the mean phase times of the kept clients: a round cannot get shorter than the
 method's download + compute, so per round the best a method can do against dense is
@@ -333,7 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--reuse", action="store_true", help="reuse run folders that already have summary.json")
     parser.add_argument("--results", default=str(REPO / "docs" / "results.md"))
-    parser.add_argument("--no-write", action="store_true", help="do not touch docs/results.md or the plot")
+    parser.add_argument("--write", action="store_true",
+                        help="write the figures into docs/results.md (--results) and the plot; without it nothing there changes")
+    parser.add_argument("--no-write", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old commands
     parser.add_argument("--grid", action="store_true",
                         help="run the 3×3 grid of upload × download densities instead of METHODS")
     args = parser.parse_args(argv)
@@ -357,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
                        for net in NETWORKS for m in methods}
             results = {k: f.result() for k, f in futures.items()}
         figs = grid_figures(results)
-        if not args.no_write:
+        if args.write:
             write_grid(results, figs, scen, Path(args.results))
         print(json.dumps(figs))
         return 0
@@ -367,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         results = {k: f.result() for k, f in futures.items()}
     figs = figures(results)
-    if not args.no_write:
+    if args.write:
         plot(results, scen["eval"]["target_accuracy"], PLOT)
         write_results(results, figs, scen, Path(args.results))
     figs["target_10x_met"] = any((f["speedup_time_to_target"] or 0) >= 10 for f in figs.values())
