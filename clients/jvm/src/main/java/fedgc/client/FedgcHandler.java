@@ -17,18 +17,10 @@ import fedgc.train.MlpTrainer;
 import fedgc.train.TrainConfig;
 import fedgc.train.TrainResult;
 import fedgc.train.Trainer;
-import fedgc.wire.CodecException;
-import fedgc.wire.Codec;
 import fedgc.wire.Payload;
 import java.io.File;
 import java.io.IOException;
 import java.math.BigInteger;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
-import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -237,136 +229,14 @@ public class FedgcHandler implements MessageHandler {
     /** Called with each round's update Δ and what was sent, before the reply (no-op here). */
     protected void produced(long round, LinkedHashMap<String, Tensor> delta, CompressedUpdate update) throws IOException {}
 
+    /** The round's global model from the message ({@link Downlink#apply}); updates the replica in {@code st}. */
     LinkedHashMap<String, Tensor> download(RecordDict content, ConfigRecord config, FedgcState st) throws Refused {
-        if (content.containsKey(DELTA_KEY)) {
-            if (!(config.get(BASE_DIGEST) instanceof String) || !(config.get(NEW_DIGEST) instanceof String)) {
-                throw new Refused("a compressed download without its replica digests");
-            }
-            if (st.replica == null) {
-                throw new Refused("a compressed download, but this client holds no replica");
-            }
-            String have = digest(st.replica);
-            if (!have.equals(config.get(BASE_DIGEST))) {
-                throw new Refused("replica " + have + " is not the download's base " + config.get(BASE_DIGEST));
-            }
-            if (!(content.get(DELTA_KEY) instanceof ArrayRecord)) {
-                throw new Refused("'" + DELTA_KEY + "' is not an ArrayRecord");
-            }
-            List<long[]> shapes = new ArrayList<>();
-            for (Tensor t : st.replica.values()) {
-                shapes.add(t.shape);
-            }
-            List<Payload> payloads;
-            try {
-                payloads = Codec.fromRecord(content.arrayRecord(DELTA_KEY), shapes);
-            } catch (CodecException e) {
-                throw new Refused("a malformed download: " + e.getMessage());
-            }
-            LinkedHashMap<String, Tensor> next = new LinkedHashMap<>();
-            int i = 0;
-            for (Map.Entry<String, Tensor> e : st.replica.entrySet()) {
-                float[] x = payloads.get(i++).toDense();
-                float[] base = e.getValue().data;
-                float[] sum = new float[base.length];
-                for (int j = 0; j < sum.length; j++) {
-                    sum[j] = base[j] + x[j];
-                }
-                next.put(e.getKey(), new Tensor(e.getValue().shape, sum));
-            }
-            if (!digest(next).equals(config.get(NEW_DIGEST))) {
-                throw new Refused("the replica after the download does not match the server's digest");
-            }
-            st.replica = next;
-            return copy(next);
-        }
-        LinkedHashMap<String, Tensor> model = arrays(content);
-        if (Boolean.TRUE.equals(config.get(RESET))) {
-            if (st.replica != null) {
-                boolean same = st.replica.keySet().equals(model.keySet());
-                for (Map.Entry<String, Tensor> e : model.entrySet()) {
-                    same = same && st.replica.containsKey(e.getKey())
-                        && Arrays.equals(st.replica.get(e.getKey()).shape, e.getValue().shape);
-                }
-                if (!same) {
-                    throw new Refused("a reset download whose tensors are not the model's");
-                }
-            }
-            for (Tensor t : model.values()) {
-                for (float v : t.data) {
-                    if (Float.isNaN(v) || Float.isInfinite(v)) {
-                        throw new Refused("a reset download with non-finite values");
-                    }
-                }
-            }
-            st.replica = copy(model);
-        }
-        return model;
+        return Downlink.apply(content, config, st);
     }
 
-    static LinkedHashMap<String, Tensor> arrays(RecordDict content) throws Refused {
-        if (!(content.get("arrays") instanceof ArrayRecord)) {
-            throw new Refused("the training message has no 'arrays' record (and no compressed download)");
-        }
-        LinkedHashMap<String, Tensor> model = new LinkedHashMap<>();
-        for (Map.Entry<String, Array> e : content.arrayRecord("arrays").entrySet()) {
-            try {
-                model.put(e.getKey(), Tensor.fromArray(e.getValue()));
-            } catch (RuntimeException err) {
-                throw new Refused("arrays '" + e.getKey() + "': " + err.getMessage());
-            }
-        }
-        return model;
-    }
-
-    static LinkedHashMap<String, Tensor> copy(LinkedHashMap<String, Tensor> model) {
-        LinkedHashMap<String, Tensor> out = new LinkedHashMap<>();
-        for (Map.Entry<String, Tensor> e : model.entrySet()) {
-            out.put(e.getKey(), e.getValue().copy());
-        }
-        return out;
-    }
-
-    /**
-     * fedgc's {@code model_digest}: SHA-256 over, for each name in code-point order, the UTF-8 name
-     * followed by the shape as Python writes a tuple, then the values as little-endian float32; the
-     * first 16 hex digits.
-     */
+    /** fedgc's {@code model_digest} ({@link Downlink#digest}). */
     public static String digest(Map<String, Tensor> weights) {
-        MessageDigest sha;
-        try {
-            sha = MessageDigest.getInstance("SHA-256");
-        } catch (NoSuchAlgorithmException e) {
-            throw new IllegalStateException(e);
-        }
-        List<String> names = new ArrayList<>(weights.keySet());
-        java.util.Collections.sort(names, FedgcHandler::compareCodePoints);
-        for (String name : names) {
-            Tensor t = weights.get(name);
-            sha.update((name + Npy.shapeRepr(t.shape)).getBytes(StandardCharsets.UTF_8));
-            ByteBuffer raw = ByteBuffer.allocate(4 * t.data.length).order(ByteOrder.LITTLE_ENDIAN);
-            raw.asFloatBuffer().put(t.data);
-            sha.update(raw.array());
-        }
-        byte[] hash = sha.digest();
-        StringBuilder hex = new StringBuilder();
-        for (int i = 0; i < 8; i++) {
-            hex.append(String.format("%02x", hash[i] & 0xff));
-        }
-        return hex.toString();
-    }
-
-    /** Python's string order (by code point; Java's compareTo orders UTF-16 units). */
-    static int compareCodePoints(String a, String b) {
-        int i = 0, j = 0;
-        while (i < a.length() && j < b.length()) {
-            int ca = a.codePointAt(i), cb = b.codePointAt(j);
-            if (ca != cb) {
-                return ca < cb ? -1 : 1;
-            }
-            i += Character.charCount(ca);
-            j += Character.charCount(cb);
-        }
-        return (a.length() - i) - (b.length() - j) == 0 ? 0 : (i < a.length() ? 1 : -1);
+        return Downlink.digest(weights);
     }
 
     // ------------------------------------------------------------------ state and data
