@@ -3,9 +3,11 @@
 Compares finished runs side by side. Reads only the run folders (``summary.json``, ``metrics.jsonl``,
 ``scenario.yaml``); prints the table (markdown by default) and, with ``--out``, writes it there as
 ``report.<md|csv|json>`` with overlay plots (accuracy vs simulated time, vs uploaded bytes). Runs that
-differ only by ``seed`` are one row (mean ± std, n) and one line with a ±std band; a sweep folder stands
-for the run folders inside it.
-Exit codes: 0 success; 2 a run folder is missing or invalid (one line on stderr, no traceback).
+differ only by ``seed`` are one row (mean ± sample std, n) and one line with a ±std band; two runs of
+the same scenario and seed are refused (they would count one result twice) unless
+``--allow-duplicate-seeds``; a sweep folder stands for the run folders inside it.
+Exit codes: 0 success; 2 a run folder is missing or invalid, or two runs repeat a seed (one line on
+stderr, no traceback).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from fedgc import yaml12
 from fedgc.bounded import read_text
 from fedgc.engines import EXIT_INVALID
 from fedgc.metrics import RUN_FILE_MAX_BYTES, MetricsFileError, RoundRecord, Summary, parse_record, read_rounds
-from fedgc.report_table import GroupRow, ReportRow, group_row, group_runs, render, report_row
+from fedgc.report_table import GroupRow, ReportRow, duplicate_seeds, group_row, group_runs, render, report_row
 
 __all__ = ["GroupRow", "ReportRow", "RunFolderError", "RunResult", "main", "read_run", "read_runs", "render",
            "report_row", "report_rows", "run_folders", "to_markdown", "write_report"]
@@ -155,14 +157,24 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineParser(prog="python -m fedgc.report", description=__doc__.splitlines()[0])
+    parser = OneLineParser(
+        prog="fedgc report", description="Compare finished runs side by side: one row per run, or per group of "
+        "runs that differ only by seed (mean ± sample std, n); docs/metrics.md.")
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders written by fedgc.simulate, or sweep folders holding them")
     parser.add_argument("--out", help="write report.<format> and the overlay plots into this folder")
     parser.add_argument("--format", choices=FORMATS, default="md", help="md (default), csv or json")
+    parser.add_argument("--allow-duplicate-seeds", action="store_true",
+                        help="average runs of the same scenario and seed anyway (a warning on stderr)")
     args = parser.parse_args(argv)
     try:
         runs = read_runs(args.runs)
-        text = render(report_rows(group_runs(runs)), args.format)
+        groups = group_runs(runs)
+        for line in duplicate_seeds(groups):
+            if not args.allow_duplicate_seeds:
+                raise RunFolderError(f"{line}: averaging them would count one result twice (n would be too "
+                                     "large); give one of them, or add --allow-duplicate-seeds")
+            print(f"warning: {line}; averaged as separate runs (--allow-duplicate-seeds)", file=sys.stderr)
+        text = render(report_rows(groups), args.format)
         if args.out:
             write_report(runs, Path(args.out), args.format)
     except (RunFolderError, OSError) as err:

@@ -1,5 +1,7 @@
 """The comparison table of ``fedgc.report``: one row per run, or per group of runs that differ only by
-``seed`` (mean ± std over the group, population std as ``numpy.std``; see docs/metrics.md)."""
+``seed`` (mean ± sample standard deviation over the n runs of the group; see docs/metrics.md).
+Numbers are shown to three significant figures (a std to the mean's last decimal place); in csv and
+json, integer counts and byte totals stay integers."""
 
 from __future__ import annotations
 
@@ -99,11 +101,27 @@ class GroupRow:
 
 
 def _stat(values: list[float | None]) -> Stat:
+    """Mean and sample standard deviation (n - 1; None for a single value) of the finite values."""
     present = [float(v) for v in values if v is not None and math.isfinite(v)]
     if not present:
         return Stat(None, None, 0)
     mean = sum(present) / len(present)
-    return Stat(mean, math.sqrt(sum((v - mean) ** 2 for v in present) / len(present)), len(present))
+    if len(present) == 1:
+        return Stat(mean, None, 1)
+    return Stat(mean, math.sqrt(sum((v - mean) ** 2 for v in present) / (len(present) - 1)), len(present))
+
+
+def duplicate_seeds(groups: list[list[RunResult]]) -> list[str]:
+    """One line per group holding two runs of the same seed (the same scenario run twice: averaging
+    them would count one result twice), naming the runs."""
+    lines = []
+    for group in groups:
+        by_seed: dict[str, list[str]] = {}
+        for run in group:
+            by_seed.setdefault(json.dumps(run.scenario.get("seed")), []).append(run.label)
+        lines += [f"{' and '.join(labels)} are the same scenario with the same seed {seed}"
+                  for seed, labels in by_seed.items() if len(labels) > 1]
+    return lines
 
 
 def group_row(runs: list[RunResult]) -> GroupRow:
@@ -121,20 +139,45 @@ def group_row(runs: list[RunResult]) -> GroupRow:
 
 # --- rendering -------------------------------------------------------------------------------------
 
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value * 100:.1f}%"
+def _decimals(value: float, figures: int = 3) -> int:
+    """Decimal places that show ``value`` to ``figures`` significant figures (none at or above 10^figures)."""
+    value = float(f"{value:.{figures}g}") if math.isfinite(value) else value  # 0.99999 is 1.00, not 1.000
+    if value == 0 or not math.isfinite(value):
+        return 0
+    return max(0, figures - 1 - math.floor(math.log10(abs(value))))
 
 
-def _mb(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}" if value < 10 else f"{value:,.1f}"
+def _number(value: float | None, decimals: int | None = None) -> str:
+    """Three significant figures (``0.420``, ``3.10``, ``17.3``, ``1,052``), or ``decimals`` places."""
+    if value is None:
+        return "—"
+    places = _decimals(value) if decimals is None else decimals
+    if places > 6:
+        return f"{value:.2e}"
+    return f"{value:,.{places}f}"
 
 
-def _seconds(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.1f}"
+def _pct(value: float | None, decimals: int | None = None) -> str:
+    return "—" if value is None else f"{value * 100:.{1 if decimals is None else decimals}f}%"
 
 
-def _count(value: float | None) -> str:
-    return "—" if value is None else str(int(value)) if float(value).is_integer() else f"{value:.1f}"
+def _count(value: float | None, decimals: int | None = None) -> str:
+    if value is None:
+        return "—"
+    return f"{int(value):,}" if float(value).is_integer() and decimals is None else _number(value, decimals)
+
+
+def _ratio(value: float | None, decimals: int | None = None) -> str:
+    return "—" if value is None else _number(value, decimals) + "×"
+
+
+def _places(fmt, value: float) -> int:
+    """The decimal places ``fmt`` shows ``value`` with (for the ± of a mean)."""
+    if fmt is _pct:
+        return 1
+    if fmt is _count and float(value).is_integer():
+        return 0
+    return min(_decimals(value), 6)
 
 
 NUMERIC_COLUMNS = (  # (markdown header, field, format of a value)
@@ -142,13 +185,13 @@ NUMERIC_COLUMNS = (  # (markdown header, field, format of a value)
     ("final acc", "final_accuracy", _pct),
     ("best acc", "best_accuracy", _pct),
     ("target", "target_accuracy", _pct),
-    ("time to target (s)", "time_to_target_s", _seconds),
+    ("time to target (s)", "time_to_target_s", _number),
     ("rounds to target", "rounds_to_target", _count),
-    ("sim time (s)", "sim_time_s", _seconds),
-    ("MB up", "mb_up", _mb),
-    ("MB down", "mb_down", _mb),
-    ("density", "mean_achieved_density", lambda v: "—" if v is None else f"{v:.3g}"),
-    ("compression ratio", "compression_ratio_up", lambda v: "—" if v is None else f"{v:.1f}×"),
+    ("sim time (s)", "sim_time_s", _number),
+    ("MB up", "mb_up", _number),
+    ("MB down", "mb_down", _number),
+    ("density", "mean_achieved_density", _number),
+    ("compression ratio", "compression_ratio_up", _ratio),
     ("dropouts", "dropouts", _count),
     ("discarded", "discarded", _count),
     ("failed", "failed", _count),
@@ -160,9 +203,9 @@ TABLE_NOTE = ("Accuracy: final and best test accuracy. Time to target: simulated
               "Compression ratio: dense fp32 upload bytes / actual upload bytes. Dropouts: clients cut or late. "
               "Discarded: clients still running when the first K updates were in (over-selection), not dropouts.")
 
-GROUP_NOTE = ("Rows with n > 1 group runs that differ only by seed: mean ± std (population std, as numpy.std) "
-              "over the n runs (no ± when they all agree); (k/n): only k of the runs have a value (e.g. reached the "
-              "target).")
+GROUP_NOTE = ("Rows with n > 1 group runs that differ only by seed: mean ± sample standard deviation (n - 1 "
+              "in the denominator) over the n runs (no ± when they all agree); (k/n): only k of the runs have a "
+              "value (e.g. reached the target), the mean and std are over those k.")
 
 
 def _cell(group: GroupRow, name: str, fmt) -> str:
@@ -171,7 +214,11 @@ def _cell(group: GroupRow, name: str, fmt) -> str:
     stat = group.stats[name]
     if stat.mean is None:
         return "—"
-    text = fmt(stat.mean) if stat.std == 0 else f"{fmt(stat.mean)} ± {fmt(stat.std)}"
+    if not stat.std:  # one value, or all equal
+        text = fmt(stat.mean)
+    else:  # the std to the mean's last shown decimal place
+        places = _places(fmt, stat.mean)
+        text = f"{fmt(stat.mean, places)} ± {fmt(stat.std, places)}"
     return text if stat.count == group.n else f"{text} ({stat.count}/{group.n})"
 
 
@@ -192,14 +239,26 @@ def to_markdown(groups: list[GroupRow], plot_files: tuple[str, ...] = ()) -> str
     return "\n".join(lines + notes) + "\n"
 
 
+INTEGER_FIELDS = tuple(f.name for f in fields(ReportRow) if f.type in ("int", "int | None"))
+
+
 def _finite(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _typed(name: str, value: Any) -> Any:
+    """An integer field (counts, bytes, rounds) as an int when its value (a group's mean) is whole; a
+    group's mean of bytes rounded to whole bytes."""
+    value = _finite(value)
+    if name in INTEGER_FIELDS and isinstance(value, float) and (value.is_integer() or name.startswith("bytes_")):
+        return round(value)
+    return value
 
 
 def _record(group: GroupRow, grouped: bool) -> dict[str, Any]:
     """The row's fields; when any group has n > 1 also ``n``, ``seeds`` and ``<field>_std``,
     ``<field>_n`` for every numeric field (the field itself then holds the mean)."""
-    record = {k: _finite(v) for k, v in asdict(group.row).items()}
+    record = {k: _typed(k, v) for k, v in asdict(group.row).items()}
     if grouped:
         record["n"], record["seeds"] = group.n, list(group.seeds)
         for name in NUMERIC_FIELDS:

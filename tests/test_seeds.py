@@ -1,5 +1,6 @@
 """``--seeds``: one run folder per seed; ``fedgc.report`` groups runs that differ only by seed into one
-row (mean ± std as numpy's, n) and one overlay line with a ±std band; a sweep folder reports its runs."""
+row (mean ± sample std, numpy's ``std(ddof=1)``, and n) and one overlay line with a ±std band; a sweep
+folder reports its runs; two runs of one seed are refused unless ``--allow-duplicate-seeds``."""
 
 from __future__ import annotations
 
@@ -68,8 +69,9 @@ def test_the_sweep_folder_reports_one_row_with_numpys_mean_and_std(capsys, seeds
     assert row["path"].split(";") == [str(seeds_dir / f"seed={s}") for s in range(3)]
     for key in ("final_accuracy", "best_accuracy", "sim_time_s", "bytes_up", "bytes_down", "rounds"):
         values = np.array([s[key] for s in runs], dtype=float)
-        assert row[key] == pytest.approx(values.mean()), key
-        assert row[f"{key}_std"] == pytest.approx(values.std()), key
+        mean = round(values.mean()) if key.startswith("bytes_") else values.mean()  # whole bytes
+        assert row[key] == pytest.approx(mean), key
+        assert row[f"{key}_std"] == pytest.approx(values.std(ddof=1)), key
         assert row[f"{key}_n"] == 3
     assert np.std([s["final_accuracy"] for s in runs]) > 0 or np.std([s["sim_time_s"] for s in runs]) > 0
     assert row["mb_up"] == pytest.approx(np.mean([s["bytes_up"] for s in runs]) / 1e6)
@@ -82,13 +84,14 @@ def test_csv_and_markdown_carry_the_group(capsys, seeds_dir):
     finals = [s["final_accuracy"] for s in summaries(sorted(p for p in seeds_dir.iterdir() if p.is_dir()))]
     assert (row["n"], row["seeds"]) == ("3", "0;1;2")
     assert float(row["final_accuracy"]) == pytest.approx(np.mean(finals))
-    assert float(row["final_accuracy_std"]) == pytest.approx(np.std(finals))
+    assert float(row["final_accuracy_std"]) == pytest.approx(np.std(finals, ddof=1))
+    assert all(row[key].isdigit() for key in ("rounds", "bytes_up", "bytes_down", "rounds_n"))  # integers stay integers
     code, out, _ = report(capsys, seeds_dir)
     header, _, cells = out.splitlines()[:3]
     columns = dict(zip([c.strip() for c in header.strip("|").split("|")], [c.strip() for c in cells.strip("|").split("|")]))
     assert columns["n"] == "3" and columns["run"] == "tiny-seeds" and columns["target"] == "15.0%"
-    assert columns["final acc"] == f"{np.mean(finals) * 100:.1f}% ± {np.std(finals) * 100:.1f}%"
-    assert "mean ± std" in out
+    assert columns["final acc"] == f"{np.mean(finals) * 100:.1f}% ± {np.std(finals, ddof=1) * 100:.1f}%"
+    assert "mean ± sample standard deviation" in out
 
 
 def test_runs_that_differ_by_more_than_the_seed_are_not_grouped(capsys, seeds_dir, tmp_path):
@@ -98,7 +101,7 @@ def test_runs_that_differ_by_more_than_the_seed_are_not_grouped(capsys, seeds_di
     code, out, _ = report(capsys, seeds_dir, tmp_path / "other", "--format", "json")
     rows = json.loads(out)
     assert [(r["run"], r["n"]) for r in rows] == [("tiny-seeds", 3), ("other", 1)]
-    assert (rows[1]["final_accuracy_std"], rows[1]["final_accuracy_n"]) == (0.0, 1)
+    assert (rows[1]["final_accuracy_std"], rows[1]["final_accuracy_n"]) == (None, 1)  # no std of one run
     single = summaries([tmp_path / "other"])[0]
     assert rows[1]["final_accuracy"] == single["final_accuracy"]
     code, out, _ = report(capsys, seeds_dir / "seed=1", "--format", "json")
@@ -110,13 +113,28 @@ def test_the_group_line_has_a_std_band(seeds_dir):
     series = mean_series("tiny", [accuracy_points(r.rows) for r in runs], 0.15)
     per_run = np.array([[p.accuracy for p in accuracy_points(r.rows)] for r in runs])
     assert [p.accuracy for p in series.points] == pytest.approx(per_run.mean(axis=0))
-    assert series.accuracy_std == pytest.approx(per_run.std(axis=0))
+    assert series.accuracy_std == pytest.approx(per_run.std(axis=0, ddof=1))
     fig = overlay_figure([series], lambda p: p.sim_time_s, "t", "x")
     [band] = [c for c in fig.axes[0].collections if isinstance(c, PolyCollection)]
     ys = band.get_paths()[0].vertices[:, 1]
-    assert ys.max() == pytest.approx((per_run.mean(axis=0) + per_run.std(axis=0)).max() * 100)
+    assert ys.max() == pytest.approx((per_run.mean(axis=0) + per_run.std(axis=0, ddof=1)).max() * 100)
+    assert fig.axes[0].get_title() == "t (1 line, 3 runs)"
     alone = overlay_figure([mean_series("one", [accuracy_points(runs[0].rows)])], lambda p: p.sim_time_s, "t", "x")
     assert not [c for c in alone.axes[0].collections if isinstance(c, PolyCollection)]
+
+
+def test_two_runs_of_the_same_seed_are_refused_unless_allowed(capsys, seeds_dir, tmp_path):
+    import shutil
+
+    shutil.copytree(seeds_dir / "seed=1", tmp_path / "again")  # the same scenario and seed, run twice
+    code, out, err = report(capsys, seeds_dir, tmp_path / "again")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("error: seed=1 and again are the same scenario with the same seed 1: averaging them would "
+                          "count one result twice")
+    code, out, err = report(capsys, seeds_dir, tmp_path / "again", "--allow-duplicate-seeds", "--format", "json")
+    assert code == 0 and json.loads(out)[0]["n"] == 4
+    assert err == "warning: seed=1 and again are the same scenario with the same seed 1; averaged as separate " \
+                  "runs (--allow-duplicate-seeds)\n"
 
 
 @pytest.mark.slow

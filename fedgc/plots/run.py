@@ -1,4 +1,6 @@
-"""The plots of one run (``plots/`` in its output folder), drawn from its per-round records."""
+"""The plots of one run (``plots/`` in its output folder), drawn from its per-round records: the
+accuracy plots carry the scenario's target accuracy as a dotted line, and one plot shows the traffic
+in both directions (accuracy vs bytes up + down, beside the uploads alone)."""
 
 from __future__ import annotations
 
@@ -22,8 +24,8 @@ from fedgc.plots.style import (
     time_unit,
 )
 
-RUN_PLOT_FILES = ("accuracy_vs_time.png", "accuracy_vs_upload.png", "round_duration.png",
-                  "participation.png", "upload_bytes.png", "upload_time.png")
+RUN_PLOT_FILES = ("accuracy_vs_time.png", "accuracy_vs_upload.png", "accuracy_vs_total_bytes.png",
+                  "round_duration.png", "participation.png", "upload_bytes.png", "upload_time.png")
 
 PARTICIPATION_COLORS = {"completed": "tab:green", "late": "tab:orange", "discarded": "tab:olive", "cut": "tab:red",
                         "failed": "0.35"}
@@ -38,14 +40,16 @@ class AccuracyPoint:
     sim_time_s: float
     uploaded_bytes: int
     accuracy: float
+    total_bytes: int = 0  # uploaded and downloaded
 
 
 def accuracy_points(rows: list[RoundRecord]) -> list[AccuracyPoint]:
-    points, uploaded = [], 0
+    points, uploaded, total = [], 0, 0
     for r in rows:
         uploaded += r.bytes_up
+        total += r.bytes_up + r.bytes_down
         if r.accuracy is not None:
-            points.append(AccuracyPoint(r.round, r.sim_end_s, uploaded, r.accuracy))
+            points.append(AccuracyPoint(r.round, r.sim_end_s, uploaded, r.accuracy, total))
     return points
 
 
@@ -73,14 +77,30 @@ def merge_attempts(rows: list[RoundRecord]) -> list[RoundRecord]:
     return merged
 
 
-def plot_run(rows: list[RoundRecord], out_dir: Path, title: str) -> list[Path]:
-    """Write every per-run plot (``RUN_PLOT_FILES``) into ``out_dir``; returns the paths written."""
+def _scenario_target(out_dir: Path) -> float | None:
+    """``eval.target_accuracy`` of the run's ``scenario.yaml`` (next to ``plots/``), if it can be read."""
+    from fedgc import yaml12
+    from fedgc.bounded import SCENARIO_MAX_BYTES, read_text
+
+    try:
+        tree = yaml12.safe_load(read_text(out_dir.parent / "scenario.yaml", "scenario", SCENARIO_MAX_BYTES))
+        target = tree["eval"]["target_accuracy"]
+    except Exception:  # noqa: BLE001 - no scenario next to the plots, or not a readable one: no target line
+        return None
+    return float(target) if isinstance(target, (int, float)) and 0 < target <= 1 else None
+
+
+def plot_run(rows: list[RoundRecord], out_dir: Path, title: str, target_accuracy: float | None = None) -> list[Path]:
+    """Write every per-run plot (``RUN_PLOT_FILES``) into ``out_dir``; returns the paths written.
+    ``target_accuracy``: the dotted target line (default: from the run's ``scenario.yaml`` beside ``out_dir``)."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    target = target_accuracy if target_accuracy is not None else _scenario_target(out_dir)
     points = accuracy_points(rows)
     rounds = merge_attempts(rows)
     return [
-        _accuracy_vs_time(points, title, out_dir / "accuracy_vs_time.png"),
-        _accuracy_vs_upload(points, title, out_dir / "accuracy_vs_upload.png"),
+        _accuracy_vs_time(points, title, out_dir / "accuracy_vs_time.png", target),
+        _accuracy_vs_upload(points, title, out_dir / "accuracy_vs_upload.png", target),
+        _accuracy_vs_total_bytes(points, title, out_dir / "accuracy_vs_total_bytes.png", target),
         _round_duration(rounds, title, out_dir / "round_duration.png"),
         _participation(rounds, title, out_dir / "participation.png"),
         _distribution({r.round: r.client_upload_bytes for r in rounds}, "bytes", title, out_dir / "upload_bytes.png"),
@@ -88,26 +108,41 @@ def plot_run(rows: list[RoundRecord], out_dir: Path, title: str) -> list[Path]:
     ]
 
 
-def _accuracy_vs_time(points: list[AccuracyPoint], title: str, path: Path) -> Path:
+def _accuracy_vs_time(points: list[AccuracyPoint], title: str, path: Path, target: float | None) -> Path:
     unit = time_unit(max((p.sim_time_s for p in points), default=0.0))
     fig, ax = new_axes(f"{title}: accuracy vs simulated time", f"simulated time ({unit.name})", "test accuracy (%)")
-    _accuracy_line(ax, [p.sim_time_s / unit.scale for p in points], points, title)
+    _accuracy_line(ax, [p.sim_time_s / unit.scale for p in points], points, title, target)
     return save(fig, path)
 
 
-def _accuracy_vs_upload(points: list[AccuracyPoint], title: str, path: Path) -> Path:
+def _accuracy_vs_upload(points: list[AccuracyPoint], title: str, path: Path, target: float | None) -> Path:
     unit = bytes_unit(max((p.uploaded_bytes for p in points), default=0))
     fig, ax = new_axes(f"{title}: accuracy vs uploaded bytes", f"uploaded, all clients, cumulative ({unit.name})",
                        "test accuracy (%)")
-    _accuracy_line(ax, [p.uploaded_bytes / unit.scale for p in points], points, title)
+    _accuracy_line(ax, [p.uploaded_bytes / unit.scale for p in points], points, title, target)
     return save(fig, path)
 
 
-def _accuracy_line(ax, xs: list[float], points: list[AccuracyPoint], label: str) -> None:
+def _accuracy_vs_total_bytes(points: list[AccuracyPoint], title: str, path: Path, target: float | None) -> Path:
+    """Accuracy against all the traffic (uploads + downloads), with the uploads alone for scale."""
+    unit = bytes_unit(max((p.total_bytes for p in points), default=0))
+    fig, ax = new_axes(f"{title}: accuracy vs bytes up + down", f"sent and received, all clients, cumulative "
+                       f"({unit.name})", "test accuracy (%)")
+    _accuracy_line(ax, [p.total_bytes / unit.scale for p in points], points, "up + down", target)
+    if points:
+        ax.plot([p.uploaded_bytes / unit.scale for p in points], [p.accuracy * 100 for p in points], linestyle="--",
+                marker="o", markersize=marker_size(len(points)) * 0.6, color="0.55", label="up only")
+        ax.legend(loc="lower right")
+    return save(fig, path)
+
+
+def _accuracy_line(ax, xs: list[float], points: list[AccuracyPoint], label: str, target: float | None = None) -> None:
     if not points:
         say_no_data(ax, "no evaluated rounds")
         return
     ax.plot(xs, [p.accuracy * 100 for p in points], marker="o", markersize=marker_size(len(points)), label=label)
+    if target is not None:
+        ax.axhline(target * 100, color="0.3", linestyle=":", linewidth=1, label=f"target {target * 100:g}%")
     ax.set_xlim(left=0)
     ax.legend(loc="lower right")
 
