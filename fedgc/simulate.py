@@ -47,6 +47,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quiet", action="store_true", help="no progress line")
     parser.add_argument("--json", action="store_true", help="print the run's summary as JSON on stdout "
                         "(it is always in summary.json) instead of the human summary")
+    parser.add_argument("--tensorboard", action="store_true",
+                        help="also write TensorBoard event files into RUN/tensorboard/ (needs the tensorboard package)")
     parser.add_argument("--baseline", action="store_true",
                         help="run the scenario beside its baselines (no compression; both directions "
                              "compressed) and print what compression bought, as a table")
@@ -89,6 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.overwrite and not args.out:
         print("error: --overwrite needs --out (the default folder is always new)", file=sys.stderr)
         return EXIT_INVALID
+    if args.tensorboard:
+        import importlib.util
+
+        if importlib.util.find_spec("tensorboard") is None:
+            print("error: --tensorboard needs the tensorboard package: pip install 'fedgc[tensorboard]'", file=sys.stderr)
+            return EXIT_INVALID
     if args.baseline and (args.resume or args.check):
         print("error: --baseline runs a new comparison: not with --resume or --check (resume one of its run "
               "folders instead)", file=sys.stderr)
@@ -129,6 +137,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if lock is not None:
             lock.release()
+    if args.tensorboard:
+        from fedgc.tensorboard import TensorBoardUnavailable, write_events
+
+        try:
+            write_events(out_dir)
+        except (TensorBoardUnavailable, OSError, ValueError) as err:
+            print(f"error: {err}".splitlines()[0], file=sys.stderr)
+            return EXIT_INVALID
     print(json.dumps(asdict(summary), indent=2) if args.json else human_summary(summary, out_dir))
     if summary.stopped_reason == INTERRUPTED:
         print(f"interrupted after round {summary.rounds}; resume with: fedgc run --resume {out_dir}", file=sys.stderr)
@@ -146,6 +162,11 @@ def _compare(scenario, out_dir: Path, args: argparse.Namespace) -> int:
 
     results = run_comparison(scenario, out_dir, quiet=args.quiet, log=lambda line: print(line, file=sys.stderr))
     write_comparison(results, out_dir)
+    if args.tensorboard:
+        from fedgc.tensorboard import write_events
+
+        for result in results:
+            write_events(result.out_dir)
     if args.json:
         print(json.dumps({r.variant.label: asdict(r.summary) for r in results}, indent=2))
     else:
