@@ -47,7 +47,7 @@ def _leaf(kind: str, default_dir: str) -> Loader:
 def _synthetic(config: DataConfig, rng: np.random.Generator) -> CentralDataset:
     s = config.synthetic
     return generate_synthetic(config.num_clients, rng, alpha=s.alpha, beta=s.beta, iid=s.iid,
-                              dimension=s.dimension, num_classes=s.num_classes)
+                              dimension=s.dimension, num_classes=s.num_classes, max_samples=s.max_samples_per_device)
 
 
 DATASETS: dict[str, Loader] = {
@@ -69,6 +69,15 @@ def load_central(config: DataConfig, seed: int) -> CentralDataset:
     return DATASETS[config.dataset](config, rng)
 
 
+def _part(train: ArrayDataset, rows: np.ndarray) -> ArrayDataset:
+    """Client ``rows`` of ``train``: a view where they are one contiguous run (a natural partition of
+    synthetic or LEAF data, whose groups are stored in order), else a copy. The values are the same;
+    a view just does not hold them twice (100,000 synthetic devices: 1 GB less)."""
+    if len(rows) and int(rows[-1]) - int(rows[0]) + 1 == len(rows) and bool(np.all(np.diff(rows) == 1)):
+        return ArrayDataset(train.x[int(rows[0]):int(rows[-1]) + 1], train.y[int(rows[0]):int(rows[-1]) + 1])
+    return train.subset(rows)
+
+
 def load_federated(config: DataConfig, seed: int) -> FederatedData:
     """Load the dataset named in ``config`` and partition its train split among the clients."""
     central = load_central(config, seed)
@@ -88,7 +97,7 @@ def load_federated(config: DataConfig, seed: int) -> FederatedData:
     names: list[str] = []
     if config.partition == "natural" and groups is not None and central.group_names is not None:
         names = [central.group_names[int(groups[p[0]])] for p in parts]
-    return FederatedData([train.subset(p) for p in parts], test, central.num_classes, central.input_shape, names)
+    return FederatedData([_part(train, p) for p in parts], test, central.num_classes, central.input_shape, names)
 
 
 __all__ = [

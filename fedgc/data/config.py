@@ -3,7 +3,9 @@
 Bounds measured on a 2-core machine (``--check``: load, partition, build every client's network):
 10,000 MNIST clients take 11 s and 0.85 GB, so ``num_clients`` is at most ``MAX_CLIENTS``; FedProx's
 synthetic data grows with the clients (about 360 samples each: 1,000 take 7 s and 0.7 GB, 5,000 take
-38 s and 2.7 GB), so it allows at most ``MAX_SYNTHETIC_CLIENTS``. ``root`` is refused for a dataset
+38 s and 2.7 GB), so it allows at most ``MAX_SYNTHETIC_CLIENTS`` with the paper's uncapped sizes, and
+up to ``MAX_SYNTHETIC_CLIENTS_CAPPED`` when ``synthetic.max_samples_per_device`` caps them, as long as
+clients × cap × dimension ≤ ``MAX_SYNTHETIC_VALUES`` (the features' float32 values; docs/data.md). ``root`` is refused for a dataset
 that reads no files (``digits``, ``synthetic``, ``hf:``), rather than silently ignored.
 """
 
@@ -12,7 +14,9 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MAX_CLIENTS = 10_000
-MAX_SYNTHETIC_CLIENTS = 1_000
+MAX_SYNTHETIC_CLIENTS = 1_000  # synthetic with the paper's uncapped (heavy-tailed) device sizes
+MAX_SYNTHETIC_CLIENTS_CAPPED = 100_000  # synthetic with synthetic.max_samples_per_device set
+MAX_SYNTHETIC_VALUES = 300_000_000  # clients × max_samples_per_device × dimension: 1.2 GB of float32 features
 # Datasets read from data.root (or $FEDGC_DATA_DIR); the others ship with a package or are generated.
 FILE_DATASETS = ("mnist", "fashion_mnist", "kmnist", "shakespeare", "femnist")
 
@@ -27,6 +31,9 @@ class SyntheticConfig(BaseModel):
     iid: bool = Field(False, description="FedProx's synthetic_iid: one model for all devices, same features")
     dimension: int = Field(60, ge=1, le=10_000, description="feature dimension")
     num_classes: int = Field(10, ge=2, le=1_000)
+    max_samples_per_device: int | None = Field(
+        None, ge=2, le=100_000, description="cap on each device's samples (train + test; default: the paper's "
+        "uncapped power law); needed beyond 1,000 clients, and the data is then bounded by clients × cap × dimension")
 
 
 class HuggingFaceConfig(BaseModel):
@@ -52,8 +59,9 @@ class DataConfig(BaseModel):
                                                "synthetic, or hf:<Hugging Face dataset id>")
     root: str | None = Field(None, description="directory holding the dataset files (MNIST-format: four IDX files; "
                                                "LEAF: train/ and test/ folders); default $FEDGC_DATA_DIR/<name>")
-    num_clients: int = Field(10, ge=1, le=MAX_CLIENTS, description=f"at most {MAX_CLIENTS:,} "
-                             f"({MAX_SYNTHETIC_CLIENTS:,} for synthetic)")
+    num_clients: int = Field(10, ge=1, le=MAX_SYNTHETIC_CLIENTS_CAPPED, description=f"at most {MAX_CLIENTS:,} "
+                             f"({MAX_SYNTHETIC_CLIENTS:,} for synthetic, {MAX_SYNTHETIC_CLIENTS_CAPPED:,} for "
+                             "synthetic with synthetic.max_samples_per_device)")
     partition: str = Field("iid", description="iid, dirichlet, shards, pathological, natural or size_skew")
     alpha: float = Field(0.5, gt=0.0, description="Dirichlet concentration (smaller = more label skew)")
     shards_per_client: int = Field(2, ge=1, description="partition: shards; McMahan et al. use 2")
@@ -93,7 +101,20 @@ class DataConfig(BaseModel):
         if self.root is not None and self.dataset not in FILE_DATASETS:
             raise ValueError(f"data.root: dataset {self.dataset!r} reads no files, so root would be ignored; "
                              f"remove it (root is for {', '.join(FILE_DATASETS)})")
-        if self.dataset == "synthetic" and self.num_clients > MAX_SYNTHETIC_CLIENTS:
+        if self.dataset != "synthetic" and self.num_clients > MAX_CLIENTS:
+            raise ValueError(f"data.num_clients: Input should be less than or equal to {MAX_CLIENTS} "
+                             f"(more only for dataset synthetic with synthetic.max_samples_per_device), "
+                             f"got {self.num_clients:,}")
+        cap = self.synthetic.max_samples_per_device
+        if self.dataset == "synthetic" and cap is None and self.num_clients > MAX_SYNTHETIC_CLIENTS:
             raise ValueError(f"data.num_clients: at most {MAX_SYNTHETIC_CLIENTS:,} for dataset synthetic "
-                             f"(its data grows with the clients), got {self.num_clients:,}")
+                             f"(its data grows with the clients), got {self.num_clients:,}; set "
+                             "synthetic.max_samples_per_device to go up to "
+                             f"{MAX_SYNTHETIC_CLIENTS_CAPPED:,}")
+        values = self.num_clients * (cap or 0) * self.synthetic.dimension
+        if self.dataset == "synthetic" and values > MAX_SYNTHETIC_VALUES:
+            raise ValueError(f"data.synthetic.max_samples_per_device: {self.num_clients:,} clients × {cap:,} "
+                             f"samples × dimension {self.synthetic.dimension:,} is {values:,} feature values, "
+                             f"more than {MAX_SYNTHETIC_VALUES:,} ({MAX_SYNTHETIC_VALUES * 4 / 1e9:.1f} GB "
+                             "of float32); lower the cap, the clients or the dimension")
         return self
