@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             norm = float(torch.sqrt(sum((p.grad.double() ** 2).sum() for p in params)))
             scale = min(1.0, threshold / (norm + 1e-6))
             before[t, k], after[t, k] = norm, norm * scale
-            losses[t] += float(loss) / n
+            losses[t] += float(loss.detach()) / n
             for acc, p in zip(total, params):
                 acc.add_(p.grad, alpha=scale / n)
         for p, g in zip(params, total):

@@ -114,7 +114,8 @@ def summarize_run(rows: list[dict], summary: dict | None, rounds: int) -> dict:
         "ratio_on_wire": sum(r["dense_bytes_up"] for r in rows) / max(1, sum(r["bytes_up"] for r in rows)),
         "upload_bytes_per_message_after_warmup":
             sum(sum(r["client_upload_bytes"]) for r in steady) / max(1, sum(r["completed"] for r in steady)),
-        "max_train_loss": max(train_losses) if train_losses else None,
+        # The largest round train loss after the first tenth (round 1's is ln(classes) for every variant).
+        "max_train_loss": max(train_losses[tenth:]) if train_losses[tenth:] else None,
         # Mean round train loss over the first and the last tenth of the rounds (every round, unlike the evaluations).
         "early_train_loss": statistics.fmean(train_losses[:tenth]) if train_losses else None,
         "late_train_loss": statistics.fmean(train_losses[-tenth:]) if train_losses else None,
@@ -129,11 +130,11 @@ def summarize_run(rows: list[dict], summary: dict | None, rounds: int) -> dict:
     }
 
 
-def mean_std(values: list[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (n − 1; 0 for one value)."""
+def mean_std(values: list[float]) -> tuple[float | None, float | None]:
+    """Mean and sample standard deviation (n − 1; 0 for one value); ``None`` for no values."""
     values = [float(v) for v in values]
     if not values:
-        return float("nan"), float("nan")
+        return None, None
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
@@ -222,7 +223,7 @@ def render(results: dict[str, dict], scenario: dict, sets: dict[str, list[str]],
             "worker updates the server clipped (dense baseline only; DGC clips on the worker and does not report it); "
             "*train loss first / last 10%*: the workers' mean training loss over the first and the last tenth of the "
             "rounds (every round, so less noisy than the few evaluations; the first tenth is the warm-up); "
-            "*max train loss*: the largest round train loss (a spike marks an explosion)."
+            "*max train loss*: the largest round train loss after the first tenth (a spike marks an explosion)."
         ),
         "",
         "| variant | n | acc. % | Δ acc. vs dense (pp) | loss | ppl | last 3 % | early % | ratio after warm-up | "
@@ -239,7 +240,7 @@ def render(results: dict[str, dict], scenario: dict, sets: dict[str, list[str]],
             f"{fmt(r['final_loss'], r['final_loss_std'], n, 1, 3)} | {fmt(r['perplexity'], r['perplexity_std'], n)} | "
             f"{fmt(r['mean_last3_accuracy'], r['mean_last3_accuracy_std'], n, 100)} | "
             f"{fmt(r['early_accuracy'], r['early_accuracy_std'], n, 100)} | "
-            f"{r['ratio_after_warmup']:.1f}× | {r['upload_bytes_per_message_after_warmup']:,.0f} | "
+            f"{fmt(r['ratio_after_warmup'], r['ratio_after_warmup_std'], 1, 1, 1)}× | {r['upload_bytes_per_message_after_warmup']:,.0f} | "
             f"{fmt(r['early_train_loss'], r['early_train_loss_std'], n, 1, 3)} | "
             f"{fmt(r['late_train_loss'], r['late_train_loss_std'], n, 1, 3)} | "
             f"{fmt(r['max_train_loss'], r['max_train_loss_std'], n, 1, 2)} | {100 * r['clipped_share']:.1f}% | "
@@ -294,6 +295,16 @@ def write_plot(results: dict[str, dict], per_run: dict[str, dict[int, dict]], pa
     plt.close(fig)
 
 
+def _strict(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
+
+
 def figures(results: dict[str, dict]) -> dict:
     """The last line's JSON: per-variant means and stds (no curves)."""
     out: dict = {}
@@ -302,6 +313,7 @@ def figures(results: dict[str, dict]) -> dict:
         for key in STAT_KEYS:
             out[name][key] = r[key]
             out[name][f"{key}_std"] = r[f"{key}_std"]
+    out = _strict(out)  # strict JSON: NaN and infinities become null
     if "dense" in results and "dgc" in results:
         d = 100 * (results["dgc"]["final_accuracy"] - results["dense"]["final_accuracy"])
         out["dgc_minus_dense_pp"] = d
@@ -366,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         write_plot(results, per_run, results_path.parent / plot_rel,
                    f"{scenario['model']['name']} / {scenario['data']['dataset']}: dense vs DGC, {len(seeds)} seeds")
         write_block(results_path, begin, end, render(results, scenario, todo, base_sets, begin, end, plot_rel))
-    print(json.dumps(figures(results)))
+    print(json.dumps(figures(results), allow_nan=False))
     return 0
 
 

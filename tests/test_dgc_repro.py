@@ -100,3 +100,10 @@ def test_block_written_between_markers(repro, tmp_path):
     fig = repro.figures(results)
     assert fig["dgc_minus_dense_pp"] == pytest.approx(-5.0) and fig["dgc_within_1pp"] is False
     json.dumps(fig)  # the last line must be JSON
+
+
+def test_last_line_is_strict_json(repro):
+    run = repro.summarize_run(_rows(10, {10: 0.4}, dense=True), {"wall_time_s": float("nan")}, rounds=10)
+    fig = repro.figures({"dense": repro.aggregate({0: run})})
+    assert fig["dense"]["early_accuracy"] is None and fig["dense"]["wall_time_s"] is None
+    json.dumps(fig, allow_nan=False)  # raises on NaN or infinity
