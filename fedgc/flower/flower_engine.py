@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import tomli_w
@@ -44,6 +45,7 @@ from fedgc.flower.setup import NODE_WAIT_S, OUT_DIR, QUIET, SCENARIO_PATH, SCENA
 from fedgc.metrics import Summary, read_summary
 from fedgc.process_guard import Guard
 from fedgc.process_tree import RUNTIME_TOKEN, Family, adopts_orphans, descendants, terminate, token_holders
+from fedgc.run.stop import ask_to_stop
 from fedgc.runtime_record import write_record
 from fedgc.scenario import Scenario, dump_scenario
 
@@ -122,6 +124,24 @@ def runtime_processes(token: str, family: Family | None) -> list[int]:
     return sorted(found)
 
 
+STOP_WAIT_S = 600.0  # how long a Ctrl-C waits for the ServerApp to finish its round and write its outputs
+
+
+def _stopped_after_round(out: Path, quiet: bool) -> bool:
+    """The first Ctrl-C (or SIGTERM): ask the ServerApp (a thread of Flower's simulation process) to stop
+    after its round, through the run folder (``fedgc.run.stop``), and wait until it has written its
+    outputs; a second Ctrl-C stops at once (KeyboardInterrupt). False if it did not answer in time."""
+    ask_to_stop(out)
+    if not quiet:
+        print("\nstopping after this round (Ctrl-C again to stop at once)", file=sys.stderr, flush=True)
+    deadline = time.monotonic() + STOP_WAIT_S
+    while time.monotonic() < deadline:
+        if (out / "summary.json").exists():
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def run_on_simulation_runtime(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False) -> Summary:
     with tempfile.TemporaryDirectory(prefix="fedgc-flower-") as tmp:
         work = Path(tmp)
@@ -153,9 +173,13 @@ def run_on_simulation_runtime(scenario: Scenario, out_dir: Path | None, *, quiet
                     link = start_superlink(port, logs, env, simulation=True, guard=guard)
                     if out_dir is not None:
                         write_record(out, env[RUNTIME_TOKEN], port, {"flower-superlink": link.process.pid})
-                    flwr_run(app_dir, CONNECTION, run_config, env, logs / "flwr-run.log",
-                             federation_config=federation_config(scenario, resolve_device(scenario.device)),
-                             guard=guard)
+                    try:
+                        flwr_run(app_dir, CONNECTION, run_config, env, logs / "flwr-run.log",
+                                 federation_config=federation_config(scenario, resolve_device(scenario.device)),
+                                 guard=guard)
+                    except KeyboardInterrupt:
+                        if out_dir is None or not _stopped_after_round(out, quiet):
+                            raise
             finally:
                 # Also when interrupted (Ctrl-C, SIGTERM): nothing the runtime started may go on writing
                 # the run folder after this returns.

@@ -40,7 +40,7 @@ from fedgc.metrics import FailureLog, MetricsLog, RoundRecord, RoundsLog, Summar
 from fedgc.network.build import build_network
 from fedgc.progress import Progress
 from fedgc.run.parts import build_model_for, density_schedule, federated_data, server_optimizer
-from fedgc.run.stop import INTERRUPTED, StopRequest, stop_requests
+from fedgc.run.stop import INTERRUPTED, StopRequest, clear_stop, stop_requests
 from fedgc.run.threads import pin_threads
 from fedgc.scenario import Scenario
 from fedgc.training import evaluate, samples_asked
@@ -137,7 +137,11 @@ def run_rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, *, mea
     ``graceful_stop``: the first Ctrl-C or SIGTERM stops the run after its round, keeping its work
     (``fedgc.run.stop``)."""
     with deterministic_algorithms(scenario.deterministic), stop_requests(graceful_stop, quiet) as stop:
-        return _rounds(transport, scenario, out_dir, measured, quiet, resume, stop)
+        stop.watch(out_dir)
+        try:
+            return _rounds(transport, scenario, out_dir, measured, quiet, resume, stop)
+        finally:
+            clear_stop(out_dir)
 
 
 def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured: bool, quiet: bool,
@@ -254,11 +258,11 @@ def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured:
         progress.close()
     summary = log.summarize(scenario.name, scenario.eval.target_accuracy, time.perf_counter() - wall_start, stopped)
     if out_dir is not None:
-        write_summary(out_dir / "summary.json", summary)
         with writing(out_dir / "model.pt"):  # the final (or last good) global model, whole or not at all
             torch.save(last_good, out_dir / "model.pt.tmp")
             os.replace(out_dir / "model.pt.tmp", out_dir / "model.pt")
         from fedgc.plots import plot_run
 
         plot_run(log.rows, out_dir / "plots", title=scenario.name)
+        write_summary(out_dir / "summary.json", summary)  # last: its presence means the run folder is complete
     return summary

@@ -1,5 +1,8 @@
 """Stopping a run between rounds, so that an interrupted run keeps its work.
 
+``ask_to_stop(run_dir)`` asks a run in another process (the flower engine's ServerApp) the same way,
+through a file the loop looks for after each round.
+
 ``stop_requests()`` installs handlers for SIGINT (Ctrl-C) and SIGTERM while a run's rounds go on (in
 the main thread; elsewhere, e.g. inside Flower's runtime, signals are left alone): the first signal
 only asks the run to stop after the round in progress (one line on stderr says so), and the loop
@@ -13,19 +16,31 @@ import contextlib
 import signal
 import sys
 import threading
+from pathlib import Path
 
 INTERRUPTED = "interrupted"  # a run's stopped_reason when it stopped on Ctrl-C or SIGTERM between rounds
 
 
+STOP_FILE = ".fedgc-stop"  # in a run folder: stop after the round in progress (engines in other processes)
+
+
 class StopRequest:
-    """Whether a stop was asked for, and by which signal."""
+    """Whether a stop was asked for: by a signal to this process, or by the stop file in the run folder
+    (how the flower engine asks its ServerApp, which runs in a thread of another process)."""
 
     def __init__(self) -> None:
         self.signal: int | None = None
+        self.file: Path | None = None
+
+    def watch(self, run_dir: Path | None) -> None:
+        """Also stop when ``run_dir/STOP_FILE`` appears (an old one is removed now)."""
+        if run_dir is not None:
+            self.file = run_dir / STOP_FILE
+            self.file.unlink(missing_ok=True)
 
     @property
     def asked(self) -> bool:
-        return self.signal is not None
+        return self.signal is not None or (self.file is not None and self.file.exists())
 
 
 @contextlib.contextmanager
@@ -56,3 +71,13 @@ def stop_requests(enabled: bool = True, quiet: bool = False):
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def ask_to_stop(run_dir: Path) -> None:
+    """Ask the run writing ``run_dir`` to stop after its round in progress."""
+    (run_dir / STOP_FILE).touch()
+
+
+def clear_stop(run_dir: Path | None) -> None:
+    if run_dir is not None:
+        (run_dir / STOP_FILE).unlink(missing_ok=True)
