@@ -71,12 +71,24 @@ public class FedgcHandler implements MessageHandler {
     private File dataFile;
     private long dataModified;
 
-    /** A message the client refuses: the handler answers Flower's error reply with this one line. */
+    /**
+     * A message the client refuses: the handler answers Flower's error reply with this one line. A
+     * refusal of the protocol's table ("What a client refuses") reads {@code "<reason>: <detail>"}
+     * ({@link #reason}: the code, {@link ClientChecks}); others (a download that does not fit the
+     * replica, a node without data) have no code ({@link #reason} null).
+     */
     public static final class Refused extends Exception {
         private static final long serialVersionUID = 1L;
+        public final String reason;
 
         public Refused(String message) {
             super(message);
+            this.reason = null;
+        }
+
+        public Refused(String reason, String detail) {
+            super(reason + ": " + detail);
+            this.reason = reason;
         }
     }
 
@@ -128,32 +140,26 @@ public class FedgcHandler implements MessageHandler {
 
     Message train(Message message, NodeContext context) throws Exception {
         RecordDict content = message.content();
-        ConfigRecord config = content.get("config") instanceof ConfigRecord ? content.configRecord("config") : null;
-        if (config == null) {
-            throw new Refused("the training message has no 'config' record");
-        }
-        Settings settings = Settings.read(content.get("client-config") instanceof ConfigRecord
-            ? content.configRecord("client-config") : null);
-        long round = integer(config, "server-round", "config");
-        double density = number(config, "density", "config");
-        long numClients = integer(config, "num-clients", "config");
-        Set<Long> applied = new HashSet<>();
-        Object appliedValue = config.get("applied-rounds");
-        if (appliedValue instanceof List) {
-            for (Object r : (List<?>) appliedValue) {
-                if (!(r instanceof Long)) {
-                    throw new Refused("config 'applied-rounds' holds " + r + ", not an int");
-                }
-                applied.add((Long) r);
-            }
-        } else if (appliedValue != null) {
-            throw new Refused("config 'applied-rounds' is not a list of int");
+        // Every field checked before any work, in the order of fedgc's Python client (checked_message):
+        // the node's limits, client-config, config, the model's arrays (on their headers), the data.
+        ClientChecks.NodeLimits limits = ClientChecks.NodeLimits.fromNodeConfig(context.nodeConfig);
+        Settings settings = Settings.read(content.get("client-config"), limits);
+        ClientChecks.RoundConfig roundConfig = ClientChecks.roundConfig(content.get("config"), limits);
+        ConfigRecord config = content.configRecord("config");
+        long round = roundConfig.serverRound;
+        double density = roundConfig.density;
+        long numClients = roundConfig.numClients;
+        Set<Long> applied = roundConfig.appliedRounds;
+        ClientChecks.ModelSpec spec = settings.modelSpec();
+        if (!content.containsKey(DELTA_KEY)) {
+            ClientChecks.checkArrays(content.get("arrays"), spec);
         }
         Dataset local = localData(context, settings);
         FedgcState st = state(context);
 
         // The model: a compressed download applied to the replica, a reset, or the plain model.
         LinkedHashMap<String, Tensor> model = download(content, config, st);
+        ClientChecks.checkModel(model, spec);
 
         // Settle the pending update first and keep that on disk: a process killed while training must
         // not restore (again) an update this message says was applied.
@@ -218,10 +224,11 @@ public class FedgcHandler implements MessageHandler {
         return Message.reply(message, reply);
     }
 
-    /** The trainer for this run's model on the local data ({@link MlpTrainer}: {@code logreg}, {@code mlp}). */
+    /** The trainer for this run's model on the local data ({@link MlpTrainer}: {@code logreg}, {@code mlp}, {@code mnist_2nn}). */
     protected Trainer trainer(Dataset local, Settings settings) throws Refused {
-        if (!"logreg".equals(settings.model) && !"mlp".equals(settings.model)) {
-            throw new Refused("model " + settings.model + " has no trainer in the JVM client (logreg, mlp)");
+        if (ClientChecks.defaultHidden(settings.model) == null) {
+            throw new Refused(ClientChecks.UNKNOWN_MODEL, "model " + settings.model
+                + " has no trainer in the JVM client (logreg, mlp, mnist_2nn)");
         }
         return new MlpTrainer(local);
     }
@@ -307,20 +314,22 @@ public class FedgcHandler implements MessageHandler {
             dataModified = file.lastModified();
         }
         if (!Arrays.equals(data.inputShape, settings.inputShape)) {
-            throw new Refused(file + ": examples of shape " + Npy.shapeRepr(data.inputShape) + ", but the model takes "
+            throw new Refused(ClientChecks.DATA_MISMATCH, file + ": examples of shape " + Npy.shapeRepr(data.inputShape)
+                + ", but the model takes "
                 + Npy.shapeRepr(settings.inputShape));
         }
         if (data.n == 0) {
             throw new Refused(file + ": holds no examples");
         }
         for (int label : data.y) {
-            if (label >= settings.numClasses) {
-                throw new Refused(file + ": label " + label + " out of range for " + settings.numClasses + " classes");
+            if (label < 0 || label >= settings.numClasses) {
+                throw new Refused(ClientChecks.DATA_MISMATCH, file + ": label " + label + " out of range for "
+                    + settings.numClasses + " classes");
             }
         }
         for (float v : data.x) {
             if (Float.isNaN(v) || Float.isInfinite(v)) {
-                throw new Refused(file + ": x holds NaN or infinite values");
+                throw new Refused(ClientChecks.DATA_MISMATCH, file + ": x holds NaN or infinite values");
             }
         }
         return data;
@@ -383,10 +392,19 @@ public class FedgcHandler implements MessageHandler {
 
     // ------------------------------------------------------------------ client-config
 
-    /** The {@code client-config} record (version 1), as far as this client implements it. */
+    /**
+     * The {@code client-config} record (version 1), every field checked by the rules of
+     * docs/client-protocol.md ("What a client refuses", as fedgc's Python client's
+     * {@code read_client_config}) and the node's limits, as far as this client implements it: types
+     * strict (an int for a float is fine, a bool or a string never), ranges as in the table,
+     * compressors {@code dgc} and {@code topk} with their options' own ranges, models {@code logreg},
+     * {@code mlp} and {@code mnist_2nn} (any other: {@code unknown-model}), sized before anything is
+     * built ({@code too-large}).
+     */
     public static final class Settings {
         public String model, compressor;
         public long[] inputShape;
+        public long[] hidden;
         public int numClasses, batchSize;
         public long seed;
         public Long localSteps;
@@ -394,66 +412,101 @@ public class FedgcHandler implements MessageHandler {
         public final Map<String, Object> options = new LinkedHashMap<>();
 
         static Settings read(ConfigRecord record) throws Refused {
-            if (record == null) {
-                throw new Refused("the training message has no 'client-config' record");
+            return read(record, ClientChecks.NodeLimits.DEFAULT);
+        }
+
+        static Settings read(Record given, ClientChecks.NodeLimits limits) throws Refused {
+            if (!(given instanceof ConfigRecord)) {
+                throw new Refused(ClientChecks.BAD_CLIENT_CONFIG, "the training message has no 'client-config' record");
             }
-            long version = integer(record, "version", "client-config");
-            if (version != 1) {
-                throw new Refused("client-config version " + version + "; this client speaks 1");
+            ConfigRecord record = (ConfigRecord) given;
+            Long version = ClientChecks.asInt(record.get("version"));
+            if (version == null || version != 1) {
+                throw new Refused(ClientChecks.BAD_CLIENT_CONFIG, "client-config version "
+                    + (version != null ? String.valueOf(version) : ClientChecks.describe(record, "version"))
+                    + "; this client speaks 1");
             }
             Settings s = new Settings();
-            s.compressor = string(record, "compressor");
+            s.compressor = ClientChecks.string(record, "compressor");
             List<String> known;
             if ("dgc".equals(s.compressor)) {
                 known = DGC_OPTIONS;
             } else if ("topk".equals(s.compressor)) {
                 known = TOPK_OPTIONS;
             } else {
-                throw new Refused("compressor " + s.compressor + " is not implemented by the JVM client (dgc, topk)");
+                throw new Refused(ClientChecks.BAD_CLIENT_CONFIG, "compressor " + ClientChecks.clip(s.compressor)
+                    + " is not implemented by the JVM client (dgc, topk)");
             }
             for (Map.Entry<String, Object> e : record.entrySet()) {
                 if (e.getKey().startsWith("c.")) {
                     String option = e.getKey().substring(2);
                     if (!known.contains(option)) {
-                        throw new Refused("client-config has option " + option + ", which " + s.compressor
-                            + " in the JVM client does not read");
+                        throw new Refused(ClientChecks.BAD_CLIENT_CONFIG, "client-config has option "
+                            + ClientChecks.clip(option) + ", which " + s.compressor + " in the JVM client does not read");
                     }
                     s.options.put(option, e.getValue());
                 }
             }
-            s.model = string(record, "model");
-            Object shape = record.get("input-shape");
-            if (!(shape instanceof List) || ((List<?>) shape).isEmpty()) {
-                throw new Refused("client-config 'input-shape' is not a list of positive ints");
-            }
-            s.inputShape = new long[((List<?>) shape).size()];
-            for (int i = 0; i < s.inputShape.length; i++) {
-                Object d = ((List<?>) shape).get(i);
-                if (!(d instanceof Long) || (Long) d <= 0) {
-                    throw new Refused("client-config 'input-shape' is not a list of positive ints");
-                }
-                s.inputShape[i] = (Long) d;
-            }
-            s.numClasses = (int) positive(record, "num-classes");
-            s.seed = integer(record, "seed", "client-config");
-            boolean steps = record.containsKey("local-steps"), epochs = record.containsKey("epochs");
-            if (steps == epochs) {
-                throw new Refused("client-config needs exactly one of 'local-steps' and 'epochs'");
-            }
-            if (steps) {
-                s.localSteps = positive(record, "local-steps");
-            } else {
-                s.epochs = number(record, "epochs", "client-config");
-            }
-            s.batchSize = (int) positive(record, "batch-size");
-            s.lr = number(record, "lr", "client-config");
-            s.momentum = number(record, "momentum", "client-config");
-            s.weightDecay = number(record, "weight-decay", "client-config");
             s.compression(); // refuse bad option values now
+            boolean steps = record.containsKey("local-steps"), epochs = record.containsKey("epochs");
+            if (steps) {
+                s.localSteps = ClientChecks.integer(record, "local-steps", 1, limits.maxLocalSteps,
+                    ClientChecks.BAD_CLIENT_CONFIG);
+            }
+            if (epochs) {
+                s.epochs = ClientChecks.number(record, "epochs", 0.0, limits.maxEpochs, true, false,
+                    ClientChecks.BAD_CLIENT_CONFIG);
+            }
+            if (steps == epochs) {
+                throw new Refused(ClientChecks.BAD_CLIENT_CONFIG, "client-config needs exactly one of 'local-steps' and 'epochs'");
+            }
+            s.model = ClientChecks.string(record, "model");
+            if (ClientChecks.defaultHidden(s.model) == null) {
+                throw new Refused(ClientChecks.UNKNOWN_MODEL, "client-config names a model this node does not have: "
+                    + ClientChecks.clip(s.model) + " (the JVM client has logreg, mlp, mnist_2nn)");
+            }
+            s.hidden = ClientChecks.hiddenWidths(record, s.model);
+            Object shape = record.get("input-shape");
+            List<?> dims = shape instanceof List ? (List<?>) shape : null;
+            boolean ok = dims != null && dims.size() >= 1 && dims.size() <= ClientChecks.MAX_INPUT_DIMS;
+            double elements = 1;
+            s.inputShape = new long[ok ? dims.size() : 0];
+            for (int i = 0; ok && i < s.inputShape.length; i++) {
+                Long d = ClientChecks.asInt(dims.get(i));
+                ok = d != null && d >= 1 && d <= ClientChecks.MAX_INPUT_SIDE;
+                s.inputShape[i] = ok ? d : 0;
+                elements *= s.inputShape[i];
+            }
+            if (!ok || elements > ClientChecks.MAX_INPUT_ELEMENTS) {
+                throw new Refused(ClientChecks.BAD_CLIENT_CONFIG, "client-config 'input-shape' is "
+                    + ClientChecks.describe(record, "input-shape") + ", not 1 to " + ClientChecks.MAX_INPUT_DIMS
+                    + " positive sides of at most " + ClientChecks.MAX_INPUT_SIDE + " and "
+                    + ClientChecks.MAX_INPUT_ELEMENTS + " elements in all");
+            }
+            s.numClasses = (int) ClientChecks.integer(record, "num-classes", 1, ClientChecks.MAX_CLASSES,
+                ClientChecks.BAD_CLIENT_CONFIG);
+            s.seed = ClientChecks.integer(record, "seed", 0, 0xFFFFFFFFL, ClientChecks.BAD_CLIENT_CONFIG);
+            s.batchSize = (int) ClientChecks.integer(record, "batch-size", 1, limits.maxBatchSize,
+                ClientChecks.BAD_CLIENT_CONFIG);
+            s.lr = ClientChecks.number(record, "lr", 0.0, 1e6, true, false, ClientChecks.BAD_CLIENT_CONFIG);
+            s.momentum = ClientChecks.number(record, "momentum", 0.0, 1.0, false, true, ClientChecks.BAD_CLIENT_CONFIG);
+            s.weightDecay = ClientChecks.number(record, "weight-decay", 0.0, 1e6, false, false,
+                ClientChecks.BAD_CLIENT_CONFIG);
+            ClientChecks.ModelSpec spec = s.modelSpec();
+            if (spec.parameters > limits.maxParameters) {
+                throw new Refused(ClientChecks.TOO_LARGE, "model " + s.model + " for input " + Npy.shapeRepr(s.inputShape)
+                    + " and " + s.numClasses + " classes has " + String.format("%.0f", spec.parameters)
+                    + " parameters, more than this node's " + limits.maxParameters);
+            }
             return s;
         }
 
-        /** The compressor, its memory and the payload settings the options name. */
+        /** The model's tensors and parameter count (nothing allocated). */
+        public ClientChecks.ModelSpec modelSpec() {
+            return new ClientChecks.ModelSpec(inputShape, numClasses, hidden);
+        }
+
+        /** The compressor, its memory and the payload settings the options name (each option's type and range checked). */
         ClientCompression compression() throws Refused {
             boolean dense = flag("dense_small_tensors", true);
             Object dtype = options.containsKey("value_dtype") ? options.get("value_dtype") : "fp32";
@@ -463,31 +516,24 @@ public class FedgcHandler implements MessageHandler {
             } else if ("fp16".equals(dtype)) {
                 valueDtype = Payload.F16;
             } else {
-                throw new Refused("client-config c.value_dtype is " + dtype + ", not fp32 or fp16");
+                throw new Refused(ClientChecks.BAD_CLIENT_CONFIG, "client-config c.value_dtype is "
+                    + ClientChecks.clip(dtype) + ", not fp32 or fp16");
             }
             Compressor method;
             Memory memory;
             if ("dgc".equals(compressor)) {
-                Object clip = options.get("clip_norm");
-                if (clip != null && !(clip instanceof Double || clip instanceof Long)) {
-                    throw new Refused("client-config c.clip_norm is not a number");
-                }
-                method = new Dgc(clip == null ? null : ((Number) clip).doubleValue());
-                Object m = options.containsKey("momentum") ? options.get("momentum") : 0.9;
-                if (!(m instanceof Double || m instanceof Long)) {
-                    throw new Refused("client-config c.momentum is not a number");
-                }
-                DgcMemory dgc = new DgcMemory(((Number) m).doubleValue(), flag("nesterov", false),
+                Double clip = option("clip_norm", null, 0.0, Double.MAX_VALUE, true, false);
+                method = new Dgc(clip);
+                double m = option("momentum", 0.9, 0.0, 1.0, false, true);
+                DgcMemory dgc = new DgcMemory(m, flag("nesterov", false),
                     flag("momentum_correction", true), flag("momentum_masking", true), dense);
                 Object momentumDtype = options.containsKey("momentum_dtype") ? options.get("momentum_dtype") : "fp32";
                 if (!"fp32".equals(momentumDtype) && !"bf16".equals(momentumDtype)) {
-                    throw new Refused("client-config c.momentum_dtype is " + momentumDtype + ", not fp32 or bf16");
+                    throw new Refused(ClientChecks.BAD_CLIENT_CONFIG, "client-config c.momentum_dtype is "
+                        + ClientChecks.clip(momentumDtype) + ", not fp32 or bf16");
                 }
                 dgc.momentumBf16 = "bf16".equals(momentumDtype);
-                Object ratio = options.get("sample_ratio"); // the JVM selects exactly (as sample_ratio 1.0)
-                if (ratio != null && !(ratio instanceof Double || ratio instanceof Long)) {
-                    throw new Refused("client-config c.sample_ratio is not a number");
-                }
+                option("sample_ratio", 0.01, 0.0, 1.0, true, false); // the JVM selects exactly (as sample_ratio 1.0)
                 memory = dgc;
             } else {
                 method = new TopK();
@@ -496,55 +542,35 @@ public class FedgcHandler implements MessageHandler {
             return new ClientCompression(method, memory, dense, valueDtype);
         }
 
-        boolean flag(String option, boolean otherwise) throws Refused {
-            Object v = options.get(option);
-            if (v == null) {
+        /** A number option ({@code otherwise} when absent): finite, in the interval, an int or a float (never a bool or a string). */
+        Double option(String option, Double otherwise, double low, double high, boolean lowOpen, boolean highOpen)
+                throws Refused {
+            if (!options.containsKey(option)) {
                 return otherwise;
             }
+            Double v = ClientChecks.asNumber(options.get(option));
+            boolean inside = v != null && !Double.isNaN(v) && !Double.isInfinite(v)
+                && (lowOpen ? low < v : low <= v) && (highOpen ? v < high : v <= high);
+            if (!inside) {
+                throw new Refused(ClientChecks.BAD_CLIENT_CONFIG, "client-config c." + option + " is "
+                    + ClientChecks.typeName(options.get(option)) + " " + ClientChecks.clip(options.get(option))
+                    + ", not a finite number in " + (lowOpen ? "(" : "[") + low + ", "
+                    + (high == Double.MAX_VALUE ? "inf" : String.valueOf(high)) + (highOpen ? ")" : "]"));
+            }
+            return v;
+        }
+
+        boolean flag(String option, boolean otherwise) throws Refused {
+            if (!options.containsKey(option)) {
+                return otherwise;
+            }
+            Object v = options.get(option);
             if (!(v instanceof Boolean)) {
-                throw new Refused("client-config c." + option + " is not a bool");
+                throw new Refused(ClientChecks.BAD_CLIENT_CONFIG, "client-config c." + option + " is "
+                    + ClientChecks.typeName(v) + " " + ClientChecks.clip(v) + ", not a bool");
             }
             return (Boolean) v;
         }
-    }
-
-    static String string(ConfigRecord record, String key) throws Refused {
-        Object v = record.get(key);
-        if (!(v instanceof String)) {
-            throw new Refused("client-config " + (v == null ? "has no '" + key + "'" : "'" + key + "' is not a str"));
-        }
-        return (String) v;
-    }
-
-    static long integer(ConfigRecord record, String key, String where) throws Refused {
-        Object v = record.get(key);
-        if (v instanceof BigInteger && ((BigInteger) v).bitLength() < 64) {
-            return ((BigInteger) v).longValue();
-        }
-        if (!(v instanceof Long)) {
-            throw new Refused(where + (v == null ? " has no '" + key + "'" : " '" + key + "' is not an int"));
-        }
-        return (Long) v;
-    }
-
-    static long positive(ConfigRecord record, String key) throws Refused {
-        long v = integer(record, key, "client-config");
-        if (v < 1 || v > Integer.MAX_VALUE) {
-            throw new Refused("client-config '" + key + "' is " + v + ", not a positive int");
-        }
-        return v;
-    }
-
-    static double number(ConfigRecord record, String key, String where) throws Refused {
-        Object v = record.get(key);
-        if (!(v instanceof Double || v instanceof Long)) {
-            throw new Refused(where + (v == null ? " has no '" + key + "'" : " '" + key + "' is not a number"));
-        }
-        double d = ((Number) v).doubleValue();
-        if (Double.isNaN(d) || Double.isInfinite(d)) {
-            throw new Refused(where + " '" + key + "' is not finite");
-        }
-        return d;
     }
 
     static String join(Set<Long> rounds) {

@@ -105,6 +105,54 @@ public final class Npy {
         }
     }
 
+    /** A {@code .npy} file's header: dtype, shape and where the data starts, read without decoding the data. */
+    public static final class Header {
+        public final String dtype;
+        public final long[] shape;
+        public final int offset;
+
+        Header(String dtype, long[] shape, int offset) {
+            this.dtype = dtype;
+            this.shape = shape;
+            this.offset = offset;
+        }
+    }
+
+    /**
+     * The header of a {@code .npy} file whose header is at most {@code maxHeader} bytes, read from
+     * those bytes alone (nothing the header declares is allocated); IllegalArgumentException when
+     * it is not one (a negative dimension included).
+     */
+    public static Header header(byte[] npy, int maxHeader) {
+        for (int i = 0; i < MAGIC.length; i++) {
+            if (npy.length < 12 || npy[i] != MAGIC[i]) {
+                throw new IllegalArgumentException("not a .npy file");
+            }
+        }
+        int major = npy[6];
+        long headerLen;
+        int start;
+        if (major == 1) {
+            headerLen = (npy[8] & 0xff) | (npy[9] & 0xff) << 8;
+            start = 10;
+        } else if (major == 2 || major == 3) {
+            headerLen = (npy[8] & 0xffL) | (npy[9] & 0xffL) << 8 | (npy[10] & 0xffL) << 16 | (npy[11] & 0xffL) << 24;
+            start = 12;
+        } else {
+            throw new IllegalArgumentException("unsupported .npy version " + major);
+        }
+        if (headerLen > maxHeader || start + headerLen > npy.length) {
+            throw new IllegalArgumentException(".npy header of " + headerLen + " bytes");
+        }
+        Decoded d = parseHeader(npy, major, start, (int) headerLen);
+        for (long dim : d.shape) {
+            if (dim < 0) {
+                throw new IllegalArgumentException("bad .npy shape " + shapeRepr(d.shape));
+            }
+        }
+        return new Header(d.dtype, d.shape, start + (int) headerLen);
+    }
+
     /** Parse a {@code .npy} file (versions 1.0–3.0; little-endian or byte-order-free dtypes, C order). */
     public static Decoded decode(byte[] npy) {
         for (int i = 0; i < MAGIC.length; i++) {
@@ -124,6 +172,21 @@ public final class Npy {
         } else {
             throw new IllegalArgumentException("unsupported .npy version " + major);
         }
+        Decoded parsed = parseHeader(npy, major, start, headerLen);
+        long[] shape = parsed.shape;
+        String dtype = parsed.dtype;
+        int offset = start + headerLen;
+        long size = count(shape) * itemSize(dtype);
+        if (npy.length - offset != size) {
+            throw new IllegalArgumentException(".npy data has " + (npy.length - offset) + " bytes, expected " + size);
+        }
+        byte[] raw = new byte[(int) size];
+        System.arraycopy(npy, offset, raw, 0, raw.length);
+        return new Decoded(dtype, shape, raw);
+    }
+
+    /** dtype and shape from the header's dict literal (raw: null). */
+    private static Decoded parseHeader(byte[] npy, int major, int start, int headerLen) {
         String header = new String(npy, start, headerLen,
             major == 3 ? StandardCharsets.UTF_8 : StandardCharsets.ISO_8859_1);
         String descr = pyDictValue(header, "descr");
@@ -157,14 +220,7 @@ public final class Npy {
         for (int i = 0; i < shape.length; i++) {
             shape[i] = dims.get(i);
         }
-        int offset = start + headerLen;
-        long size = count(shape) * itemSize(dtype);
-        if (npy.length - offset != size) {
-            throw new IllegalArgumentException(".npy data has " + (npy.length - offset) + " bytes, expected " + size);
-        }
-        byte[] raw = new byte[(int) size];
-        System.arraycopy(npy, offset, raw, 0, raw.length);
-        return new Decoded(dtype, shape, raw);
+        return new Decoded(dtype, shape, null);
     }
 
     /** Python's repr of a shape tuple: (), (3,), (2, 3). */

@@ -155,13 +155,18 @@ public final class HandlerCheck {
     }
 
     static Message train(ConfigRecord clientConfig, boolean withArrays) {
+        return train(clientConfig, withArrays ? 2 : 0);
+    }
+
+    /** A train message whose logreg arrays have {@code classes} outputs (0: no arrays). */
+    static Message train(ConfigRecord clientConfig, int classes) {
         Metadata m = Metadata.builder().messageType("train").messageId("m")
             .createdAt(System.currentTimeMillis() / 1000.0).ttl(3600).build();
         RecordDict content = new RecordDict();
-        if (withArrays) {
+        if (classes > 0) {
             ArrayRecord arrays = new ArrayRecord();
-            arrays.put("net.1.weight", Array.ofFloat32(new float[6], 2, 3));
-            arrays.put("net.1.bias", Array.ofFloat32(new float[2], 2));
+            arrays.put("net.1.weight", Array.ofFloat32(new float[3 * classes], classes, 3));
+            arrays.put("net.1.bias", Array.ofFloat32(new float[classes], classes));
             content.put("arrays", arrays);
         }
         ConfigRecord config = new ConfigRecord();
@@ -181,26 +186,32 @@ public final class HandlerCheck {
         Map<String, Object> nodeConfig = new LinkedHashMap<>();
         nodeConfig.put("partition-id", 0L);
         NodeContext context = new NodeContext(1, 1, nodeConfig, new LinkedHashMap<String, Object>(), dataDir);
+        // {client-config, the arrays' classes, what the one-line reason says (its code first)}
         Object[][] cases = {
-            {null, "no 'client-config' record"},
-            {with("version", 2L), "client-config version 2; this client speaks 1"},
-            {with("compressor", "qsgd"), "compressor qsgd is not implemented by the JVM client (dgc, topk)"},
-            {with("c.threshold", 0.1), "client-config has option threshold, which dgc in the JVM client does not read"},
-            {with("model", "small_cnn"), "model small_cnn has no trainer in the JVM client (logreg, mlp)"},
-            {with("input-shape", Arrays.<Object>asList(1L, 8L, 8L)), "but the model takes (1, 8, 8)"},
-            {with("num-classes", 1L), "label 1 out of range for 1 classes"},
-            {with("c.value_dtype", "fp8"), "c.value_dtype is fp8, not fp32 or fp16"},
-            {with("epochs", 1.0), "exactly one of 'local-steps' and 'epochs'"},
+            {null, 2, "bad-client-config: the training message has no 'client-config' record"},
+            {with("version", 2L), 2, "bad-client-config: client-config version 2; this client speaks 1"},
+            {with("compressor", "qsgd"), 2, "bad-client-config: compressor qsgd is not implemented by the JVM client (dgc, topk)"},
+            {with("c.threshold", 0.1), 2, "bad-client-config: client-config has option threshold, which dgc in the JVM client does not read"},
+            {with("model", "small_cnn"), 2, "unknown-model: client-config names a model this node does not have: small_cnn"},
+            {with("input-shape", Arrays.<Object>asList(1L, 8L, 8L)), 2, "bad-arrays: net.1.weight is float32 (2, 3)"},
+            {with("input-shape", Arrays.<Object>asList(3L, 1L)), 2, "data-mismatch: " },
+            {with("num-classes", 1L), 1, "data-mismatch: "},
+            {with("num-classes", 1L), 2, "bad-arrays: "},
+            {with("c.value_dtype", "fp8"), 2, "bad-client-config: client-config c.value_dtype is fp8, not fp32 or fp16"},
+            {with("epochs", 1.0), 2, "bad-client-config: client-config needs exactly one of 'local-steps' and 'epochs'"},
         };
         FedgcHandler handler = new FedgcHandler();
         for (Object[] c : cases) {
-            Message reply = handler.handle(train((ConfigRecord) c[0], true), context);
+            Message reply = handler.handle(train((ConfigRecord) c[0], (Integer) c[1]), context);
             String reason = reply.hasError() ? reply.error().reason : "(a reply with content)";
-            check(reply.hasError() && reason.contains((String) c[1]) && !reason.contains("\n"),
-                "expected a one-line error with '" + c[1] + "', got " + reason);
+            check(reply.hasError() && reason.contains(":<'" + c[2]) && !reason.contains("\n"),
+                "expected a one-line error with '" + c[2] + "', got " + reason);
         }
+        check(handler.handle(train(with("num-classes", 1L), 1), context).error().reason.contains("label 1 out of range for 1 classes"),
+            "a label the model cannot take");
         Message noModel = handler.handle(train(clientConfig(), false), context);
-        check(noModel.hasError() && noModel.error().reason.contains("no 'arrays' record"), "a message without a model");
+        check(noModel.hasError() && noModel.error().reason.contains("bad-arrays: the train message has no 'arrays' record"),
+            "a message without a model");
         Message good = handler.handle(train(clientConfig(), true), context);
         check(good.hasContent() && new ArrayList<>(good.content().keySet()).equals(Arrays.asList("update", "metrics"))
             && new ArrayList<>(good.content().metricRecord("metrics").keySet()).equals(Arrays.asList(
