@@ -338,11 +338,11 @@ def test_node_limits_come_from_the_node_config():
 
 
 def test_vectors_file_for_other_clients_matches_the_suite():
-    """tests/vectors/client_messages.json lists the same client-config and config vectors (for the
+    """tests/client_vectors/client_messages.json lists the same client-config and config vectors (for the
     JVM client's own suite); regenerate with ``python -m tests.test_client_message_hostile``."""
     from tests.conftest import REPO
 
-    assert json.loads((REPO / "tests" / "vectors" / "client_messages.json").read_text()) == vector_table()
+    assert json.loads((REPO / "tests" / "client_vectors" / "client_messages.json").read_text()) == vector_table()
 
 
 def _runs(items) -> list:
@@ -381,4 +381,4 @@ def vector_table() -> list[dict]:
 if __name__ == "__main__":
     from tests.conftest import REPO
 
-    (REPO / "tests" / "vectors" / "client_messages.json").write_text(json.dumps(vector_table(), indent=1) + "\n")
+    (REPO / "tests" / "client_vectors" / "client_messages.json").write_text(json.dumps(vector_table(), indent=1) + "\n")
