@@ -24,28 +24,12 @@ from fedgc.process_tree import proc_start_time
 from fedgc.runtime_record import RECORD, leftovers, stop_leftovers
 
 from .conftest import REPO
+from .test_flower_engine import _marked_processes as marked  # processes carrying FEDGC_TEST_MARK
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to find the processes")
 
 ROUNDS = 12
 STOP_WITHIN_S = 20  # measured 0.5-4 s; generous for a loaded 2-core CI machine
-
-
-def marked(mark: str) -> list[int]:
-    """Live processes (not zombies) whose environment carries ``FEDGC_TEST_MARK=mark``."""
-    needle = f"FEDGC_TEST_MARK={mark}".encode() + b"\0"
-    found = []
-    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                environ = f.read()
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if needle in environ and state not in (b"Z", b"X"):
-            found.append(int(pid))
-    return found
 
 
 def working_in(folder) -> list[int]:
