@@ -1,4 +1,4 @@
-"""The hostile train messages of ``tests/vectors/client_messages.json`` through the JVM client.
+"""The hostile train messages of ``tests/client_vectors/client_messages.json`` through the JVM client.
 
 The same vectors as fedgc's Python ClientApp's suite (``tests/test_client_message_hostile.py``: the
 base message is that suite's — ``mlp`` on digits, DGC, partition 0 of 4 — and each vector changes
@@ -10,6 +10,13 @@ docs/client-protocol.md ("What a client refuses"), or in a correct reply (``upda
 
 A vector whose outcome legitimately differs in the JVM would be listed in ``JVM_EXCEPTIONS`` with
 the reason; none does today (the suite's model, ``mlp``, has a Java trainer).
+
+Besides the file's vectors: the Python suite's ``arrays`` vectors (``ARRAYS``: missing, a tensor
+missing or extra, out of order, float64/int8, a wrong shape, a header declaring 1 TiB or float64,
+truncated, not a .npy, a 2 GiB header length, stype ``torch.Tensor``, NaN weights) with the same
+expected outcomes; and the restored state (``bad-state``) in the JVM's own state records
+(``jvm.memory``, ``jvm.pending``, sent as ``query.restore`` before the train message), mirroring the
+Python suite's ``STATE`` vectors — the Python client's sparse state format has no JVM counterpart.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from .test_jvm_client import JAR, TESTS_JAR, jar  # noqa: F401  (the fixture: ma
 
 pytestmark = pytest.mark.jvm
 
-VECTORS = REPO / "tests" / "vectors" / "client_messages.json"
+VECTORS = REPO / "tests" / "client_vectors" / "client_messages.json"
 # name -> (the JVM's outcome, why it differs from the vector's). Empty: every vector holds as written.
 JVM_EXCEPTIONS: dict[str, tuple[str | None, str]] = {}
 HEAP = "-Xmx200m"
@@ -104,6 +111,67 @@ def test_every_vector_is_refused_with_its_reason_or_answered_within_5_s(base, ja
             assert "\n" not in got["detail"], got
     assert not wrong, "\n".join(wrong)
     assert sum(o["outcome"] == "reply" for o in outcomes.values()) >= 10  # the valid variants still train
+
+
+def as_list(record) -> list | None:
+    """An ArrayRecord as MessageVectorCheck takes it: [name, dtype, shape, stype, hex], data as is."""
+    if record is None:
+        return None
+    return [[name, a.dtype, list(a.shape), a.stype, bytes(a.data).hex()] for name, a in record.items()]
+
+
+def test_the_python_suites_arrays_vectors_end_alike_in_the_jvm(base, jar):  # noqa: F811
+    from tests.test_client_message_hostile import ARRAYS
+
+    folder, message, examples = base
+    vectors = [{"name": name, "arrays": as_list(make()), "refuse": expected} for name, make, expected in ARRAYS]
+    assert len(vectors) >= 14
+    outcomes = run_check(folder, message, vectors, NODE)
+    got = {v["name"]: outcomes[v["name"]]["outcome"] for v in vectors}
+    assert got == {v["name"]: "reply" if v["refuse"] is None else f"refuse:{v['refuse']}" for v in vectors}, outcomes
+    assert all(o["ms"] < 5000 for o in outcomes.values()), outcomes
+
+
+def state_vectors() -> list[dict]:
+    from tests.test_client_message_hostile import W0, W0_SHAPE, npy
+    from flwr.app import Array
+
+    def record(**tensors) -> list:
+        return [[name, "float32", list(t.shape), "numpy.ndarray", npy(t).hex()] for name, t in tensors.items()]
+
+    nan, ones = np.full(W0_SHAPE, np.nan, np.float32), np.ones(W0_SHAPE, np.float32)
+    tib = Array(dtype="float32", shape=W0_SHAPE, stype="numpy.ndarray", data=npy(ones, header_shape=(2**38,)))
+    return [
+        {"name": "memory nan", "state": {"jvm.memory": record(**{f"dgc_velocity/{W0}": nan})}, "refuse": "bad-state"},
+        {"name": "memory wrong shape", "state": {"jvm.memory": record(**{f"dgc_velocity/{W0}": np.zeros(3, np.float32)})},
+         "refuse": "bad-state"},
+        {"name": "memory of no parameter", "state": {"jvm.memory": record(**{"dgc_velocity/nope": ones})},
+         "refuse": "bad-state"},
+        {"name": "memory of no slot", "state": {"jvm.memory": record(**{W0: ones})}, "refuse": "bad-state"},
+        {"name": "memory float64", "state": {"jvm.memory": [[f"dgc_velocity/{W0}", "float64", list(W0_SHAPE),
+                                                             "numpy.ndarray", npy(ones.astype(np.float64)).hex()]]},
+         "refuse": "bad-state"},
+        {"name": "state header declares 1 TiB", "state": {"jvm.memory": [[f"dgc_velocity/{W0}", tib.dtype,
+                                                                         list(tib.shape), tib.stype, tib.data.hex()]]},
+         "refuse": "bad-state"},
+        {"name": "state of another client", "state": {"fedgc.memory": record(**{f"dgc_velocity/{W0}": ones})},
+         "refuse": "bad-state"},
+        {"name": "pending of no round", "state": {"jvm.pending": record(**{W0: ones})}, "refuse": "bad-state"},
+        {"name": "pending nan", "state": {"jvm.pending": record(**{f"1/{W0}": nan})}, "refuse": "bad-state"},
+        {"name": "pending wrong shape", "state": {"jvm.pending": record(**{f"1/{W0}": np.zeros(5, np.float32)})},
+         "refuse": "bad-state"},
+        {"name": "memory as saved", "state": {"jvm.memory": record(**{f"dgc_velocity/{W0}": ones})}, "refuse": None},
+        {"name": "pending as saved", "state": {"jvm.pending": record(**{f"1/{W0}": ones})}, "refuse": None},
+    ]
+
+
+def test_a_restored_state_is_checked_against_the_model_before_it_is_used(base, jar):  # noqa: F811
+    folder, message, _ = base
+    vectors = state_vectors()
+    outcomes = run_check(folder, message, vectors, NODE)
+    got = {v["name"]: outcomes[v["name"]]["outcome"] for v in vectors}
+    assert got == {v["name"]: "reply" if v["refuse"] is None else f"refuse:{v['refuse']}" for v in vectors}, outcomes
+    assert all(o["ms"] < 5000 for o in outcomes.values()), outcomes
 
 
 def test_node_limits_come_from_the_node_config(base, jar):  # noqa: F811

@@ -155,6 +155,21 @@ public final class ClientChecks {
         /** The parameter count (a double: exact up to 2^53, and any larger model is refused anyway). */
         public final double parameters;
 
+        /** The tensors as given (a model of a subclass's own trainer: as its arrays declare them). */
+        ModelSpec(List<String> names, List<long[]> shapes) {
+            this.names = Collections.unmodifiableList(new ArrayList<>(names));
+            this.shapes = Collections.unmodifiableList(new ArrayList<>(shapes));
+            double count = 0;
+            for (long[] shape : shapes) {
+                double n = 1;
+                for (long d : shape) {
+                    n *= d;
+                }
+                count += n;
+            }
+            this.parameters = count;
+        }
+
         ModelSpec(long[] inputShape, long numClasses, long[] hidden) {
             List<String> n = new ArrayList<>();
             List<long[]> s = new ArrayList<>();
@@ -195,14 +210,13 @@ public final class ClientChecks {
     }
 
     /**
-     * {@code model-options} ({@code bad-client-config}): a JSON object of at most 64 Ki characters
-     * (nested at most 32 deep) whose keys the model declares; {@code mlp} takes {@code hidden}, a list
-     * of 1 to 64 ints ≥ 1; {@code logreg} and {@code mnist_2nn} take none. The hidden widths.
+     * {@code model-options} ({@code bad-client-config}): absent (an empty map), or a JSON object of at
+     * most 64 Ki characters, nested at most 32 deep, of what the client's JSON reader takes (objects,
+     * lists, strings, ints, bools).
      */
-    static long[] hiddenWidths(ConfigRecord record, String model) throws FedgcHandler.Refused {
-        long[] hidden = defaultHidden(model);
+    static Map<String, Object> modelOptions(ConfigRecord record) throws FedgcHandler.Refused {
         if (!record.containsKey("model-options")) {
-            return hidden;
+            return Collections.emptyMap();
         }
         Object value = record.get("model-options");
         if (!(value instanceof String)) {
@@ -224,9 +238,21 @@ public final class ClientChecks {
         }
         if (!(options instanceof Map)) {
             throw new FedgcHandler.Refused(BAD_CLIENT_CONFIG, "client-config 'model-options' is not a JSON object "
-                + "(of ints, nested at most " + MAX_MODEL_OPTIONS_DEPTH + " deep)");
+                + "(of ints, strings and bools, nested at most " + MAX_MODEL_OPTIONS_DEPTH + " deep)");
         }
-        for (Map.Entry<?, ?> e : ((Map<?, ?>) options).entrySet()) {
+        @SuppressWarnings("unchecked")
+        Map<String, Object> map = (Map<String, Object>) options;
+        return Collections.unmodifiableMap(map);
+    }
+
+    /**
+     * The hidden widths of a built-in model from its options ({@code bad-client-config}): {@code mlp}
+     * takes {@code hidden}, a list of at most 64 ints ≥ 1 (default [128]); {@code logreg} and
+     * {@code mnist_2nn} take no option.
+     */
+    static long[] hiddenWidths(Map<String, Object> options, String model) throws FedgcHandler.Refused {
+        long[] hidden = defaultHidden(model);
+        for (Map.Entry<String, Object> e : options.entrySet()) {
             if (!"mlp".equals(model) || !"hidden".equals(e.getKey())) {
                 throw new FedgcHandler.Refused(BAD_CLIENT_CONFIG, "client-config 'model-options': options."
                     + clip(e.getKey()) + ": unknown key (model " + model + ")");
@@ -312,6 +338,44 @@ public final class ClientChecks {
         }
     }
 
+    /**
+     * The tensors a message's arrays declare, for a model the client cannot size itself (one of a
+     * subclass's trainer): {@code bad-arrays} without an {@code arrays} record or with a negative
+     * dimension, {@code too-large} when they declare more than the node's {@code max-parameters}.
+     */
+    static ModelSpec declaredSpec(Record record, NodeLimits limits) throws FedgcHandler.Refused {
+        if (!(record instanceof ArrayRecord)) {
+            throw new FedgcHandler.Refused(BAD_ARRAYS, "the train message has no 'arrays' record");
+        }
+        List<String> names = new ArrayList<>();
+        List<long[]> shapes = new ArrayList<>();
+        for (Map.Entry<String, Array> e : ((ArrayRecord) record).entrySet()) {
+            for (long d : e.getValue().shape) {
+                if (d < 0) {
+                    throw new FedgcHandler.Refused(BAD_ARRAYS, clip(e.getKey()) + " has shape "
+                        + Npy.shapeRepr(e.getValue().shape));
+                }
+            }
+            names.add(e.getKey());
+            shapes.add(e.getValue().shape);
+        }
+        ModelSpec spec = new ModelSpec(names, shapes);
+        if (spec.parameters > limits.maxParameters) {
+            throw new FedgcHandler.Refused(TOO_LARGE, "the model's arrays declare " + String.format("%.0f", spec.parameters)
+                + " parameters, more than this node's " + limits.maxParameters);
+        }
+        return spec;
+    }
+
+    /** The tensors of a model held (names and shapes). */
+    static ModelSpec specOf(Map<String, fedgc.compress.Tensor> model) {
+        List<long[]> shapes = new ArrayList<>();
+        for (fedgc.compress.Tensor t : model.values()) {
+            shapes.add(t.shape);
+        }
+        return new ModelSpec(new ArrayList<>(model.keySet()), shapes);
+    }
+
     /** A model rebuilt from a compressed download: the model's tensors, in order, of its shapes ({@code bad-arrays}). */
     static void checkModel(Map<String, fedgc.compress.Tensor> model, ModelSpec spec) throws FedgcHandler.Refused {
         List<String> names = new ArrayList<>(model.keySet());
@@ -321,6 +385,56 @@ public final class ClientChecks {
         }
         if (!ok) {
             throw new FedgcHandler.Refused(BAD_ARRAYS, "the downloaded model does not fit the model the client-config names");
+        }
+    }
+
+    /** The memory keys the JVM's compressors keep: {@code <prefix><parameter>}. */
+    static final List<String> MEMORY_PREFIXES = Collections.unmodifiableList(
+        Arrays.asList("dgc_momentum/", "dgc_velocity/", "residual/"));
+
+    /**
+     * The node's stored state ({@code bad-state}), before it is used: every memory tensor a DGC
+     * momentum or velocity or a residual of one of the model's parameters, with as many entries; every
+     * pending update named {@code <round>/<parameter>} of one of them, with as many entries; nothing
+     * NaN or infinite.
+     */
+    static void checkState(Map<String, float[]> memory, Map<String, float[]> pending, ModelSpec spec)
+            throws FedgcHandler.Refused {
+        for (Map.Entry<String, float[]> e : memory.entrySet()) {
+            String key = e.getKey(), parameter = null;
+            for (String prefix : MEMORY_PREFIXES) {
+                parameter = key.startsWith(prefix) ? key.substring(prefix.length()) : parameter;
+            }
+            checkStateTensor("memory", key, parameter, e.getValue(), spec);
+        }
+        for (Map.Entry<String, float[]> e : pending.entrySet()) {
+            String key = e.getKey();
+            int slash = key.indexOf('/');
+            boolean round = slash > 0 && slash <= 10;
+            for (int i = 0; round && i < slash; i++) {
+                round = Character.isDigit(key.charAt(i)) && key.charAt(i) < 128;
+            }
+            checkStateTensor("pending update", key, round ? key.substring(slash + 1) : null, e.getValue(), spec);
+        }
+    }
+
+    private static void checkStateTensor(String what, String key, String parameter, float[] values, ModelSpec spec)
+            throws FedgcHandler.Refused {
+        int i = parameter == null ? -1 : spec.names.indexOf(parameter);
+        if (i < 0) {
+            throw new FedgcHandler.Refused(BAD_STATE, "the restored " + what + " '" + clip(key) + "' names no "
+                + ("memory".equals(what) ? "memory slot of a parameter" : "round and parameter") + " of the model");
+        }
+        long expected = Npy.count(spec.shapes.get(i));
+        if (values.length != expected) {
+            throw new FedgcHandler.Refused(BAD_STATE, "the restored " + what + " '" + clip(key) + "' has "
+                + values.length + " entries, its parameter " + expected);
+        }
+        for (float v : values) {
+            if (Float.isNaN(v) || Float.isInfinite(v)) {
+                throw new FedgcHandler.Refused(BAD_STATE, "the restored " + what + " '" + clip(key)
+                    + "' holds NaN or infinity");
+            }
         }
     }
 

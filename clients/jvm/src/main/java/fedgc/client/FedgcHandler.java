@@ -143,23 +143,30 @@ public class FedgcHandler implements MessageHandler {
         // Every field checked before any work, in the order of fedgc's Python client (checked_message):
         // the node's limits, client-config, config, the model's arrays (on their headers), the data.
         ClientChecks.NodeLimits limits = ClientChecks.NodeLimits.fromNodeConfig(context.nodeConfig);
-        Settings settings = Settings.read(content.get("client-config"), limits);
+        Settings settings = Settings.read(content.get("client-config"), limits, otherModels());
         ClientChecks.RoundConfig roundConfig = ClientChecks.roundConfig(content.get("config"), limits);
         ConfigRecord config = content.configRecord("config");
         long round = roundConfig.serverRound;
         double density = roundConfig.density;
         long numClients = roundConfig.numClients;
         Set<Long> applied = roundConfig.appliedRounds;
-        ClientChecks.ModelSpec spec = settings.modelSpec();
+        ClientChecks.ModelSpec spec = settings.modelSpec(); // null: a model of a subclass's own trainer
         if (!content.containsKey(DELTA_KEY)) {
+            if (spec == null) {
+                spec = ClientChecks.declaredSpec(content.get("arrays"), limits);
+            }
             ClientChecks.checkArrays(content.get("arrays"), spec);
         }
         Dataset local = localData(context, settings);
         FedgcState st = state(context);
+        ClientChecks.ModelSpec held = spec != null ? spec : st.replica != null ? ClientChecks.specOf(st.replica) : null;
+        if (held != null) {
+            ClientChecks.checkState(st.memory, st.pending, held);
+        }
 
         // The model: a compressed download applied to the replica, a reset, or the plain model.
         LinkedHashMap<String, Tensor> model = download(content, config, st);
-        ClientChecks.checkModel(model, spec);
+        ClientChecks.checkModel(model, held != null ? held : ClientChecks.specOf(model));
 
         // Settle the pending update first and keep that on disk: a process killed while training must
         // not restore (again) an update this message says was applied.
@@ -226,11 +233,22 @@ public class FedgcHandler implements MessageHandler {
 
     /** The trainer for this run's model on the local data ({@link MlpTrainer}: {@code logreg}, {@code mlp}, {@code mnist_2nn}). */
     protected Trainer trainer(Dataset local, Settings settings) throws Refused {
-        if (ClientChecks.defaultHidden(settings.model) == null) {
+        if (settings.hidden == null) {
             throw new Refused(ClientChecks.UNKNOWN_MODEL, "model " + settings.model
                 + " has no trainer in the JVM client (logreg, mlp, mnist_2nn)");
         }
         return new MlpTrainer(local);
+    }
+
+    /**
+     * The models this handler trains besides the built-in {@code logreg}, {@code mlp} and
+     * {@code mnist_2nn} (none here): a subclass whose {@link #trainer} handles another model names it
+     * here, or the message is refused ({@code unknown-model}) before any work. For such a model the
+     * client checks {@code model-options} only as a bounded JSON object ({@link Settings#modelOptions}),
+     * and sizes the model by the shapes its arrays declare (the node's {@code max-parameters}).
+     */
+    protected Set<String> otherModels() {
+        return java.util.Collections.emptySet();
     }
 
     /** Called with each round's update Δ and what was sent, before the reply (no-op here). */
@@ -364,14 +382,17 @@ public class FedgcHandler implements MessageHandler {
         for (Map.Entry<String, Record> e : message.content().entrySet()) {
             if (!(e.getValue() instanceof ArrayRecord) || !(MEMORY_RECORD.equals(e.getKey())
                     || PENDING_RECORD.equals(e.getKey()) || REPLICA_RECORD.equals(e.getKey()))) {
-                throw new Refused("query.restore: record " + e.getKey() + " is not this client's state");
+                throw new Refused(ClientChecks.BAD_STATE, "query.restore: record " + ClientChecks.clip(e.getKey())
+                    + " is not this client's state");
             }
             for (Map.Entry<String, Array> a : ((ArrayRecord) e.getValue()).entrySet()) {
                 Tensor t;
                 try {
+                    Npy.header(a.getValue().data, ClientChecks.NPY_HEADER_MAX); // bounded, before anything is decoded
                     t = Tensor.fromArray(a.getValue());
                 } catch (RuntimeException err) {
-                    throw new Refused("query.restore: " + e.getKey() + "/" + a.getKey() + ": " + err.getMessage());
+                    throw new Refused(ClientChecks.BAD_STATE, "query.restore: " + e.getKey() + "/"
+                        + ClientChecks.clip(a.getKey()) + ": " + ClientChecks.clip(err.getMessage()));
                 }
                 if (MEMORY_RECORD.equals(e.getKey())) {
                     st.memory.put(a.getKey(), t.data);
@@ -404,7 +425,10 @@ public class FedgcHandler implements MessageHandler {
     public static final class Settings {
         public String model, compressor;
         public long[] inputShape;
+        /** The hidden widths of a built-in model; null for a model of a subclass's own trainer. */
         public long[] hidden;
+        /** {@code model-options} as read (a bounded JSON object; empty when absent). */
+        public Map<String, Object> modelOptions;
         public int numClasses, batchSize;
         public long seed;
         public Long localSteps;
@@ -412,10 +436,10 @@ public class FedgcHandler implements MessageHandler {
         public final Map<String, Object> options = new LinkedHashMap<>();
 
         static Settings read(ConfigRecord record) throws Refused {
-            return read(record, ClientChecks.NodeLimits.DEFAULT);
+            return read(record, ClientChecks.NodeLimits.DEFAULT, java.util.Collections.<String>emptySet());
         }
 
-        static Settings read(Record given, ClientChecks.NodeLimits limits) throws Refused {
+        static Settings read(Record given, ClientChecks.NodeLimits limits, Set<String> otherModels) throws Refused {
             if (!(given instanceof ConfigRecord)) {
                 throw new Refused(ClientChecks.BAD_CLIENT_CONFIG, "the training message has no 'client-config' record");
             }
@@ -461,11 +485,13 @@ public class FedgcHandler implements MessageHandler {
                 throw new Refused(ClientChecks.BAD_CLIENT_CONFIG, "client-config needs exactly one of 'local-steps' and 'epochs'");
             }
             s.model = ClientChecks.string(record, "model");
-            if (ClientChecks.defaultHidden(s.model) == null) {
+            boolean builtIn = ClientChecks.defaultHidden(s.model) != null;
+            if (!builtIn && !otherModels.contains(s.model)) {
                 throw new Refused(ClientChecks.UNKNOWN_MODEL, "client-config names a model this node does not have: "
                     + ClientChecks.clip(s.model) + " (the JVM client has logreg, mlp, mnist_2nn)");
             }
-            s.hidden = ClientChecks.hiddenWidths(record, s.model);
+            s.modelOptions = ClientChecks.modelOptions(record);
+            s.hidden = builtIn ? ClientChecks.hiddenWidths(s.modelOptions, s.model) : null;
             Object shape = record.get("input-shape");
             List<?> dims = shape instanceof List ? (List<?>) shape : null;
             boolean ok = dims != null && dims.size() >= 1 && dims.size() <= ClientChecks.MAX_INPUT_DIMS;
@@ -493,7 +519,7 @@ public class FedgcHandler implements MessageHandler {
             s.weightDecay = ClientChecks.number(record, "weight-decay", 0.0, 1e6, false, false,
                 ClientChecks.BAD_CLIENT_CONFIG);
             ClientChecks.ModelSpec spec = s.modelSpec();
-            if (spec.parameters > limits.maxParameters) {
+            if (spec != null && spec.parameters > limits.maxParameters) {
                 throw new Refused(ClientChecks.TOO_LARGE, "model " + s.model + " for input " + Npy.shapeRepr(s.inputShape)
                     + " and " + s.numClasses + " classes has " + String.format("%.0f", spec.parameters)
                     + " parameters, more than this node's " + limits.maxParameters);
@@ -501,9 +527,9 @@ public class FedgcHandler implements MessageHandler {
             return s;
         }
 
-        /** The model's tensors and parameter count (nothing allocated). */
+        /** The model's tensors and parameter count (nothing allocated); null for a model of a subclass's own trainer. */
         public ClientChecks.ModelSpec modelSpec() {
-            return new ClientChecks.ModelSpec(inputShape, numClasses, hidden);
+            return hidden == null ? null : new ClientChecks.ModelSpec(inputShape, numClasses, hidden);
         }
 
         /** The compressor, its memory and the payload settings the options name (each option's type and range checked). */

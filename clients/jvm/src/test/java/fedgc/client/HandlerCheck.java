@@ -209,6 +209,29 @@ public final class HandlerCheck {
         }
         check(handler.handle(train(with("num-classes", 1L), 1), context).error().reason.contains("label 1 out of range for 1 classes"),
             "a label the model cannot take");
+        // A subclass with its own trainer names its models: they pass the client-config checks, are sized
+        // by the shapes their arrays declare (the node's max-parameters), and reach its trainer.
+        FedgcHandler own = new FedgcHandler() {
+            @Override
+            protected java.util.Set<String> otherModels() {
+                return java.util.Collections.singleton("small_cnn");
+            }
+
+            @Override
+            protected fedgc.train.Trainer trainer(fedgc.train.Dataset local, Settings settings) {
+                return new fedgc.train.MlpTrainer(local);
+            }
+        };
+        ConfigRecord ownModel = with("model", "small_cnn");
+        ownModel.put("model-options", "{\"channels\": [8, 16]}");
+        Message viaOwn = own.handle(train(ownModel, 2), context);
+        check(viaOwn.hasContent(), "a subclass's own model reaches its trainer: " + viaOwn);
+        Map<String, Object> tiny = new LinkedHashMap<>(nodeConfig);
+        tiny.put("max-parameters", 7L);
+        NodeContext tinyNode = new NodeContext(1, 1, tiny, new LinkedHashMap<String, Object>(), dataDir);
+        Message tooLarge = own.handle(train(ownModel, 2), tinyNode);
+        check(tooLarge.hasError() && tooLarge.error().reason.contains(":<'too-large: the model's arrays declare 8 parameters"),
+            "a subclass's model larger than the node's max-parameters: " + tooLarge);
         Message noModel = handler.handle(train(clientConfig(), false), context);
         check(noModel.hasError() && noModel.error().reason.contains("bad-arrays: the train message has no 'arrays' record"),
             "a message without a model");

@@ -9,14 +9,17 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The hostile train messages of tests/vectors/client_messages.json through {@link FedgcHandler#handle}
+ * The hostile train messages of tests/client_vectors/client_messages.json through {@link FedgcHandler#handle}
  * (run by tests/test_jvm_client_messages.py): {@code MessageVectorCheck CASES DATA_DIR}, where CASES
  * is one JSON holding the base message ({@code client-config}, {@code config}, {@code arrays} as
  * float32 bit patterns, {@code node-config}) and the vectors, floats as {@code {"float_bits": N}}
  * (the client's JSON reader takes integers only), and DATA_DIR holds the node's {@code train.npz}.
  * Each vector changes one key of one record of the base message ({@code {"delete": true}},
  * {@code {"string_runs": [[text, n], ...]}}, {@code {"list_runs": [[item, n], ...]}} as the vectors
- * file encodes them) and is answered by a fresh handler with no stored state. One JSON line per
+ * file encodes them), or gives the message's whole {@code arrays} record ({@code "arrays"}: a list of
+ * {@code [name, dtype, shape, stype, hex data]}, null for none), or a state the node restores first
+ * ({@code "state"}: record name to such a list, sent as {@code query.restore}); each is answered by a
+ * fresh handler with no stored state. One JSON line per
  * vector: {@code name}, {@code outcome} ({@code "reply"}, {@code "refuse:<reason>"}, or
  * {@code "raised:<exception>"}), {@code ms}, {@code detail} (the error reply's text).
  */
@@ -38,13 +41,19 @@ public final class MessageVectorCheck {
             ConfigRecord edited = "config".equals(vector.get("record")) ? config : clientConfig;
             String key = (String) vector.get("key");
             Object value = vector.get("value");
-            if (value instanceof Map && Boolean.TRUE.equals(((Map<String, Object>) value).get("delete"))) {
+            if (key == null) {
+                // an arrays or state vector: the records as given
+            } else if (value instanceof Map && Boolean.TRUE.equals(((Map<String, Object>) value).get("delete"))) {
                 edited.remove(key);
             } else {
                 edited.put(key, decode(value));
             }
             RecordDict content = new RecordDict();
-            content.put("arrays", arrays((Map<String, Object>) cases.get("arrays")));
+            if (!vector.containsKey("arrays")) {
+                content.put("arrays", arrays((Map<String, Object>) cases.get("arrays")));
+            } else if (vector.get("arrays") != null) {
+                content.put("arrays", explicit((List<Object>) vector.get("arrays")));
+            }
             content.put("config", config);
             content.put("client-config", clientConfig);
             Metadata m = Metadata.builder().messageType("train").messageId("m1")
@@ -53,7 +62,19 @@ public final class MessageVectorCheck {
             String outcome, detail = "";
             long t0 = System.nanoTime();
             try {
-                Message reply = new FedgcHandler().handle(new Message(m, content, null), context);
+                FedgcHandler handler = new FedgcHandler();
+                Message reply = null;
+                if (vector.get("state") != null) { // restored first, as the server does on --resume
+                    RecordDict state = new RecordDict();
+                    for (Map.Entry<String, Object> r : ((Map<String, Object>) vector.get("state")).entrySet()) {
+                        state.put(r.getKey(), explicit((List<Object>) r.getValue()));
+                    }
+                    Metadata q = Metadata.builder().messageType("query.restore").messageId("r1").build();
+                    reply = handler.handle(new Message(q, state, null), context);
+                }
+                if (reply == null || !reply.hasError()) {
+                    reply = handler.handle(new Message(m, content, null), context);
+                }
                 if (reply.hasError()) {
                     detail = reply.error().reason;
                     outcome = "refuse:" + code(detail);
@@ -135,6 +156,23 @@ public final class MessageVectorCheck {
         Map<String, Object> out = new LinkedHashMap<>(); // a plain map (the node config)
         for (Map.Entry<String, Object> e : map.entrySet()) {
             out.put(e.getKey(), decode(e.getValue()));
+        }
+        return out;
+    }
+
+    /** An ArrayRecord as given: {@code [[name, dtype, shape, stype, data as hex], ...]}, whatever the data holds. */
+    @SuppressWarnings("unchecked")
+    static ArrayRecord explicit(List<Object> arrays) {
+        ArrayRecord out = new ArrayRecord();
+        for (Object a : arrays) {
+            List<Object> fields = (List<Object>) a;
+            List<Object> shape = (List<Object>) fields.get(2);
+            long[] s = new long[shape.size()];
+            for (int i = 0; i < s.length; i++) {
+                s[i] = (Long) shape.get(i);
+            }
+            out.put((String) fields.get(0), new Array((String) fields.get(1), s, (String) fields.get(3),
+                HandlerCheck.hex((String) fields.get(4))));
         }
         return out;
     }
