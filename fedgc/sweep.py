@@ -32,6 +32,7 @@ import yaml
 from fedgc import yaml12
 from fedgc.bounded import SCENARIO_MAX_BYTES, read_text
 from fedgc.metrics import Summary
+from fedgc.run.stop import INTERRUPTED
 from fedgc.scenario import Scenario, ScenarioError, dump_scenario, load_tree, parse_override, set_dotted, validate
 
 MAX_SWEEP_POINTS = 1000
@@ -166,7 +167,9 @@ def _run_or_resume(point: SweepPoint, scenario: Scenario, folder: Path, *, quiet
 
     if resume and (folder / "summary.json").is_file():
         same_plan()
-        return read_run(folder).summary
+        summary = read_run(folder).summary
+        if summary.stopped_reason != INTERRUPTED:  # an interrupted point continues from its checkpoint
+            return summary
     if resume and (folder / CHECKPOINT).is_file():
         with lock_existing(folder):
             same_plan()
@@ -178,9 +181,12 @@ def _point_task(task: tuple[SweepPoint, Scenario, Path, bool, bool]) -> Summary:
     """One point of a sweep, in this process or a worker (``fedgc.sweep_jobs``); errors name the point."""
     point, scenario, folder, quiet, resume = task
     try:
-        return _run_or_resume(point, scenario, folder, quiet=quiet, resume=resume)
+        summary = _run_or_resume(point, scenario, folder, quiet=quiet, resume=resume)
     except (ValueError, OSError) as err:
         raise SweepError(f"{point.folder}: {err}".splitlines()[0]) from None
+    if summary.stopped_reason == INTERRUPTED:  # Ctrl-C: the sweep stops too (--resume finishes it)
+        raise KeyboardInterrupt
+    return summary
 
 
 def run_sweep(base_tree: dict[str, Any], axes: list[SweepAxis], out_dir: Path, *, quiet: bool = True,

@@ -1,7 +1,8 @@
 """``--jobs N``: a sweep's points (and seeds) run in N processes at a time.
 
-Each point is an ordinary run in a process of its own (``spawn``: a fresh interpreter, nothing
-inherited from the parent's threads), with PyTorch pinned to ``$FEDGC_THREADS`` threads as in every
+Each point is an ordinary run in a process of its own, forked from a fork server (a fresh interpreter
+that imported fedgc once, so nothing of the parent's threads or state is inherited and no worker pays
+for the imports again), with PyTorch pinned to ``$FEDGC_THREADS`` threads as in every
 fedgc process (``fedgc.run.threads``), so a point's numbers do not depend on which process ran it
 or on what ran beside it: a sweep with ``--jobs 2`` writes the same files as with ``--jobs 1``
 (``tests/test_sweep_jobs.py``). Results come back in the sweep's order, whatever order they finish in.
@@ -16,6 +17,36 @@ from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from typing import Callable, Sequence, TypeVar
 
 Task = TypeVar("Task")
+PRELOAD = ["fedgc.sweep", "fedgc.engines", "fedgc.run.parts", "fedgc.plots", "sklearn.datasets"]  # imported once, by the fork server
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # killed but not yet reaped by its own parent: a zombie is gone for our purpose
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _die_with(sweep_pid: int) -> None:
+    """A worker ends as soon as the sweep's process is gone (killed with SIGKILL: nothing else would tell
+    it), so no point runs on behind a sweep that is no more (it resumes from its checkpoint)."""
+    import signal
+    import threading
+    import time
+
+    def watch() -> None:
+        while _alive(sweep_pid):
+            time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="fedgc-sweep-watch", daemon=True).start()
 
 
 def default_jobs() -> int:
@@ -47,8 +78,10 @@ def run_all(function: Callable[[Task], object], tasks: Sequence[Task], jobs: int
                 started(index)
             results.append(function(task))
         return results
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context) as pool:
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context,
+                             initializer=_die_with, initargs=(os.getpid(),)) as pool:
         futures = []
         for index, task in enumerate(tasks):
             if started is not None:

@@ -34,6 +34,7 @@ def test_check_does_not_load_the_training_data_unless_deep(monkeypatch, capsys):
     assert seen == [[QUICKSTART, "--set=rounds=2", "--check"]]
 
 
+@pytest.mark.slow
 def test_check_imports_no_data_loader_in_its_own_process():
     code = ("import sys; from fedgc.check import main; code = main([%r]); "
             "print(code, sorted(m for m in ('sklearn', 'fedgc.engines', 'fedgc.run.parts') if m in sys.modules))")

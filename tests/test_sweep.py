@@ -128,7 +128,7 @@ def test_a_killed_sweep_resumes_as_a_sweep(tmp_path):
             "model": {"name": "small_cnn"}, "client": {"local_steps": 8, "batch_size": 16, "lr": 0.05}}
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(tree))
-    sweep = ["--sweep", "compression.density=0.1,0.05,0.02"]
+    sweep = ["--sweep", "compression.density=0.1,0.05,0.02", "--jobs", "1"]  # one point after the other
     folders = ["compression.density=0.1", "compression.density=0.05", "compression.density=0.02"]
     reference = tmp_path / "reference"
     assert main([str(path), "--out", str(reference), "--quiet", *sweep]) == 0

@@ -51,3 +51,47 @@ def test_a_sweep_with_jobs_2_writes_the_same_rows_as_with_jobs_1(tmp_path, capsy
         assert {k: v for k, v in one.items() if "wall" not in k} == {k: v for k, v in two.items() if "wall" not in k}
     report = [(out / "report.md").read_text().replace(str(out), "OUT") for out in (serial, parallel)]
     assert report[0] == report[1]
+
+
+@pytest.mark.slow
+def test_a_killed_parallel_sweep_leaves_no_worker_running_and_resumes_to_the_serial_rows(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    tree = {**TINY, "rounds": 10, "checkpoint_every": 1,
+            "model": {"name": "small_cnn"}, "client": {"local_steps": 8, "batch_size": 16, "lr": 0.05}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(tree))
+    sweep = ["--sweep", "compression.density=0.1,0.05"]
+    folders = ["compression.density=0.1", "compression.density=0.05"]
+    assert main([str(path), "--out", str(tmp_path / "reference"), "--quiet", "--jobs", "1", *sweep]) == 0
+    killed = tmp_path / "killed"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(killed), "--quiet",
+                             "--jobs", "2", *sweep], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    metrics = [killed / f / "metrics.jsonl" for f in folders]
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if all(m.exists() and len(m.read_text().splitlines()) >= 2 for m in metrics):
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, "the sweep ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    time.sleep(3)  # the workers die with their fork server, which ends with the sweep
+    sizes = [m.stat().st_size for m in metrics]
+    time.sleep(3)
+    assert [m.stat().st_size for m in metrics] == sizes, "a worker kept running after the sweep was killed"
+    assert not any((killed / f / "summary.json").exists() for f in folders)
+    done = subprocess.run([sys.executable, "-m", "fedgc.simulate", "--resume", str(killed), "--quiet", "--jobs", "2"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    for folder in folders:
+        assert (killed / folder / "metrics.jsonl").read_bytes() == \
+            (tmp_path / "reference" / folder / "metrics.jsonl").read_bytes()
