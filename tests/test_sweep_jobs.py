@@ -95,3 +95,24 @@ def test_a_killed_parallel_sweep_leaves_no_worker_running_and_resumes_to_the_ser
     for folder in folders:
         assert (killed / folder / "metrics.jsonl").read_bytes() == \
             (tmp_path / "reference" / folder / "metrics.jsonl").read_bytes()
+
+
+@pytest.mark.slow
+def test_an_interrupted_point_stops_the_sweep_and_resumes_from_its_checkpoint(tmp_path, monkeypatch, capsys):
+    import fedgc.sweep as sweep
+
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(yaml.safe_dump({**TINY, "rounds": 3, "checkpoint_every": 1}))
+    out = tmp_path / "out"
+    assert main([str(scenario), "--out", str(out), "--quiet", "--jobs", "1", "--sweep", "client.lr=0.1"]) == 0
+    point = out / "client.lr=0.1"
+    metrics = (point / "metrics.jsonl").read_bytes()
+    summary = json.loads((point / "summary.json").read_text())
+    (point / "summary.json").write_text(json.dumps({**summary, "stopped_reason": "interrupted"}))
+    assert main(["--resume", str(out), "--quiet"]) == 0  # not read back as done: continued from its checkpoint
+    assert json.loads((point / "summary.json").read_text())["stopped_reason"] == "completed"
+    assert (point / "metrics.jsonl").read_bytes() == metrics
+    interrupted = type("S", (), {"stopped_reason": "interrupted"})()
+    monkeypatch.setattr(sweep, "_run_or_resume", lambda *args, **kwargs: interrupted)
+    with pytest.raises(KeyboardInterrupt):  # Ctrl-C in a point stops the whole sweep
+        sweep._point_task((None, None, tmp_path, True, False))
