@@ -333,8 +333,9 @@ def test_node_limits_come_from_the_node_config():
     ctx = context()
     ctx.node_config["max-local-steps"] = 10
     assert answer(content, ctx) == "bad-client-config"
-    ctx.node_config["max-local-steps"] = "ten"
-    assert answer(base_content(), ctx) == "bad-node-config"
+    for bad in ("ten", float("inf"), float("nan"), True, -5, 0):
+        ctx.node_config["max-local-steps"] = bad
+        assert answer(base_content(), ctx) == "bad-node-config", bad
 
 
 def test_vectors_file_for_other_clients_matches_the_suite():

@@ -46,10 +46,13 @@ class NodeLimits:
         for field, key, kind in (("max_local_steps", "max-local-steps", int), ("max_epochs", "max-epochs", float),
                                  ("max_batch_size", "max-batch-size", int), ("max_parameters", "max-parameters", int)):
             if key in node_config:
+                raw = node_config[key]
                 try:
-                    value = kind(node_config[key])
-                except (TypeError, ValueError):
-                    raise ClientRefusal("bad-node-config", f"{key}={node_config[key]!r} is not a number") from None
+                    if isinstance(raw, bool):
+                        raise TypeError
+                    value = kind(raw)
+                except (TypeError, ValueError, OverflowError):
+                    raise ClientRefusal("bad-node-config", f"{key}={raw!r:.40} is not a number") from None
                 if not (math.isfinite(value) and value > 0):
                     raise ClientRefusal("bad-node-config", f"{key}={value!r} is not a positive number")
                 values[field] = value
