@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 Task = TypeVar("Task")
 PRELOAD = ["fedgc.sweep", "fedgc.engines", "fedgc.run.parts", "fedgc.plots", "sklearn.datasets"]  # imported once, by the fork server

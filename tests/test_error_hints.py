@@ -25,8 +25,8 @@ QUICKSTART = REPO / "scenarios" / "quickstart.yaml"
     (("eval", "target_acuracy"), "eval.target_acuracy: unknown key (did you mean `target_accuracy`?)"),
     (("data", "num_client"), "data.num_client: unknown key (did you mean `num_clients`?)"),
     (("network", "device", "samples_per_sec"),
-     "network.device.samples_per_sec: not a key of device constant (did you mean `samples_per_s`? its keys: "
-     "name, samples_per_s)"),
+     ("network.device.samples_per_sec: not a key of device constant (did you mean `samples_per_s`? its keys: "
+      "name, samples_per_s)")),
 ])
 def test_an_unknown_key_suggests_the_closest_valid_one(path, expected):
     tree = copy.deepcopy(load_tree(QUICKSTART))
@@ -48,12 +48,12 @@ def test_an_unknown_key_with_nothing_close_lists_the_keys_of_its_section():
 
 @pytest.mark.parametrize(("text", "expected"), [
     ("name: x\ndata: {dataset: digits\nseed: 1\n",
-     "invalid YAML at line 3, column 5: expected ',' or '}', but got ':' (while parsing a flow mapping started at "
-     "line 2): 'seed: 1'"),
+     ("invalid YAML at line 3, column 5: expected ',' or '}', but got ':' (while parsing a flow mapping started at "
+      "line 2): 'seed: 1'")),
     ("name: x\nclient:\n  lr: 0.1\n   batch_size: 3\n",
      "invalid YAML at line 4, column 14: mapping values are not allowed here: 'batch_size: 3'"),
-    ("name: x\n\tseed: 1\n", "invalid YAML at line 2, column 1: found character '\\t' that cannot start any token "
-                             "(YAML indents with spaces, not tabs): 'seed: 1'"),
+    ("name: x\n\tseed: 1\n", ("invalid YAML at line 2, column 1: found character '\\t' that cannot start any "
+                              "token (YAML indents with spaces, not tabs): 'seed: 1'")),
 ])
 def test_a_yaml_syntax_error_shows_the_line_and_what_the_parser_expected(tmp_path, text, expected):
     path = tmp_path / "bad.yaml"

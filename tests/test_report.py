@@ -4,9 +4,9 @@ format; bad run folders are one-line errors with exit code 2."""
 from __future__ import annotations
 
 import csv
-import math
 import io
 import json
+import math
 import shutil
 import subprocess
 import sys

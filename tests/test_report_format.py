@@ -8,14 +8,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import pytest  # noqa: E402
+import pytest
 
-from fedgc.metrics import RoundRecord  # noqa: E402
-from fedgc.plots import compare as compare_plots  # noqa: E402
-from fedgc.plots import run as run_plots  # noqa: E402
-from fedgc.plots.compare import RunSeries, counted, plot_comparison  # noqa: E402
-from fedgc.plots.run import AccuracyPoint, accuracy_points, plot_run  # noqa: E402
-from fedgc.report_table import GroupRow, Stat, _cell, _number, _pct, _stat  # noqa: E402
+from fedgc.metrics import RoundRecord
+from fedgc.plots import compare as compare_plots
+from fedgc.plots import run as run_plots
+from fedgc.plots.compare import RunSeries, counted, plot_comparison
+from fedgc.plots.run import AccuracyPoint, accuracy_points, plot_run
+from fedgc.report_table import GroupRow, Stat, _cell, _number, _pct, _stat
 
 
 def test_three_significant_figures_and_a_std_to_the_mean_s_last_place():

@@ -65,7 +65,7 @@ def _overlay(runs: list[RunSeries], x_of, title: str, xlabel: str, path: Path, l
 def counted(runs: list[RunSeries]) -> str:
     """``3 runs``; ``2 lines, 5 runs`` when groups of seeds are drawn as one line each."""
     total = sum(run.runs for run in runs)
-    plural = lambda n, word: f"{n} {word}" + ("s" if n != 1 else "")  # noqa: E731
+    plural = lambda n, word: f"{n} {word}" + ("s" if n != 1 else "")
     return plural(total, "run") if total == len(runs) else f"{plural(len(runs), 'line')}, {plural(total, 'run')}"
 
 
