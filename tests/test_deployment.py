@@ -146,3 +146,16 @@ def test_a_supernode_that_connects_during_the_run_joins_it(tmp_path):
     joined = [r["round"] for r in rows if r["applied_nodes"] == [1, 2]]
     assert joined and joined[-1] == 5, [r["applied_nodes"] for r in rows]  # node 2 trains once it is in
     assert summary["clients_failed"] == 0 and summary["updates_rejected"] == 0
+
+
+def test_a_failed_serverapp_makes_the_launcher_exit_non_zero_saying_so(tmp_path, deployment):
+    """Flower's ``flwr run`` exits 0 when the ServerApp raised (here: a run config whose scenario is
+    not YAML); fedgc's launcher asks the SuperLink how the run ended and says so."""
+    env, _ = deployment
+    run_config = tmp_path / "run-config.toml"
+    run_config.write_text(tomli_w.dumps({"scenario-yaml": "rounds: [", "out-dir": str(tmp_path / "out"),
+                                         "quiet": True, "node-wait-s": 5.0}))
+    log = tmp_path / "flwr-run.log"
+    result = flwr_run(REPO, CONNECTION, run_config, env, log, timeout_s=240)
+    last = log.read_text(errors="replace").strip().splitlines()[-1]
+    assert result.returncode == 1 and last.startswith("fedgc: run ") and last.endswith(" ended finished:failed"), last

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -160,11 +161,14 @@ def flwr_run(app_dir: Path, connection: str, run_config: Path, env: dict[str, st
              federation_config: list[str] = (), timeout_s: float | None = None,
              guard: Guard | None = None) -> subprocess.CompletedProcess:
     """``flwr run APP CONNECTION --run-config FILE --stream``: submits the app and returns when the
-    run has finished (the log stream ends with the run). Guarded as a ``ManagedProcess`` is."""
+    run has finished (the log stream ends with the run). Guarded as a ``ManagedProcess`` is. Flower's
+    command exits 0 even when the run failed (the ServerApp raised): the return code is 1 then, from
+    the run's status on the SuperLink (``run_status``), with a line saying so at the end of the log."""
     command = [script("flwr"), "run", str(app_dir), connection, "--run-config", str(run_config), "--stream"]
     for item in federation_config:
         command += ["--federation-config", item]
     guard = guard if guard is not None else shared_guard()
+    start = log_path.stat().st_size if log_path.exists() else 0
     with open(log_path, "ab") as log, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                                        env=env) as process:
         guard.watch(process.pid, env.get(RUNTIME_TOKEN))
@@ -175,7 +179,52 @@ def flwr_run(app_dir: Path, connection: str, run_config: Path, env: dict[str, st
             raise
         finally:
             guard.release(process.pid)
+    if code == 0:  # Flower's `flwr run` exits 0 even when the run failed: ask the SuperLink how it ended
+        run_id = started_run_id(log_path, start)
+        status = run_status(connection, run_id, env) if run_id is not None else None
+        if status is not None and status != COMPLETED:
+            with open(log_path, "a", encoding="utf-8") as log:
+                log.write(f"\nfedgc: run {run_id} ended {status}\n")
+            code = 1
     return subprocess.CompletedProcess(command, code)
+
+
+COMPLETED = "finished:completed"
+_STARTED = re.compile(r"Successfully started run (\d+)")
+
+
+def started_run_id(log_path: Path, start: int = 0) -> int | None:
+    """The run id ``flwr run`` printed (``Successfully started run N``) in ``log_path`` after byte ``start``."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(start)
+            text = f.read(1 << 20).decode(errors="replace")
+    except OSError:
+        return None
+    found = _STARTED.search(text)
+    return int(found.group(1)) if found else None
+
+
+def run_status(connection: str, run_id: int, env: dict[str, str], timeout_s: float = 60.0) -> str | None:
+    """How run ``run_id`` ended (``finished:completed``, ``finished:failed``, ...) by ``flwr list
+    --run-id ID --format json``; None when the SuperLink cannot say."""
+    import json
+
+    deadline, status = time.monotonic() + timeout_s, None
+    while time.monotonic() < deadline:  # the log stream may end a moment before the status is final
+        try:
+            done = subprocess.run([script("flwr"), "list", connection, "--run-id", str(run_id), "--format", "json"],
+                                  capture_output=True, text=True, env=env, timeout=timeout_s, check=False)
+            runs = json.loads(done.stdout).get("runs", [])
+            status = runs[0].get("status") if runs else None
+        except (OSError, subprocess.TimeoutExpired, ValueError, AttributeError, IndexError, TypeError):
+            return None
+        if not isinstance(status, str):
+            return None
+        if status.startswith("finished"):
+            return status
+        time.sleep(0.5)
+    return status
 
 
 @contextlib.contextmanager
