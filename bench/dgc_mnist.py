@@ -1,10 +1,10 @@
 """DGC reproduction on MNIST: dense momentum SGD vs DGC at 99.9% sparsity and its ablations.
 
-    .venv/bin/python bench/dgc_mnist.py [--jobs 2] [--rounds N] [--out runs/bench-dgc-mnist] [--reuse]
+    .venv/bin/python bench/dgc_mnist.py [--jobs 2] [--rounds N] [--out runs/bench-dgc-mnist] [--reuse] [--write]
 
 Runs ``scenarios/dgc_mnist.yaml`` (data-parallel mode, see docs/dgc.md) once per variant with
 ``python -m fedgc.simulate --set ...``, reads each run's ``summary.json`` / ``metrics.jsonl``, writes
-the table into ``docs/results.md`` (between the ``dgc-mnist`` markers) and prints the figures as one
+with ``--write`` the table into ``docs/results.md`` (between the ``dgc-mnist`` markers) and prints the figures as one
 JSON object on its last line.
 
 Variants (all at the scenario's seed, model, batch and learning rate):
@@ -200,7 +200,9 @@ def main(argv: list[str] | None = None) -> int:
         "--partial", action="store_true", help="run nothing; report runs still in progress up to their last evaluation"
     )
     parser.add_argument("--results", default=str(REPO / "docs" / "results.md"))
-    parser.add_argument("--no-write", action="store_true", help="do not touch docs/results.md")
+    parser.add_argument("--write", action="store_true", help="write the table into docs/results.md (otherwise "
+                        "only print the figures)")
+    parser.add_argument("--no-write", action="store_true", help="(the default; kept for old command lines)")
     args = parser.parse_args(argv)
 
     from fedgc.scenario import load_tree, validate
@@ -224,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, sets in todo.items()
         }
         results = {name: f.result() for name, f in futures.items()}
-    if not args.no_write:
+    if args.write and not args.no_write:
         write_results(results, scenario, Path(args.results))
     dense = results["dense"]["final_accuracy"]
     figures = {

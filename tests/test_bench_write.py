@@ -39,3 +39,17 @@ def test_results_md_is_written_only_with_write(bench, monkeypatch, tmp_path, cap
     assert module.main([*argv, "--no-write"]) == 0 and written == []  # the old spelling: still nothing written
     assert module.main([*argv, "--write"]) == 0 and results in written
     assert capsys.readouterr().out.strip().endswith("}")  # the figures are printed either way
+
+
+def test_the_dgc_mnist_bench_writes_results_md_only_with_write(bench, monkeypatch, tmp_path):
+    module = bench("dgc_mnist")
+    written = []
+    monkeypatch.setattr(module, "write_results", lambda *args: written.append(args[-1]))
+    row = dict.fromkeys(("final_accuracy", "mean_last3_accuracy", "early_accuracy", "bytes_up",
+                         "compression_ratio_up", "ratio_after_warmup", "wall_time_s"), 1.0)
+    monkeypatch.setattr(module, "run_variant", lambda name, *args: dict(row))
+    results = tmp_path / "results.md"
+    argv = ["--out", str(tmp_path / "runs"), "--results", str(results)]
+    assert module.main(argv) == 0 and written == []
+    assert module.main([*argv, "--no-write"]) == 0 and written == []
+    assert module.main([*argv, "--write"]) == 0 and written == [results]

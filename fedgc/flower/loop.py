@@ -263,6 +263,6 @@ def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured:
             os.replace(out_dir / "model.pt.tmp", out_dir / "model.pt")
         from fedgc.plots import plot_run
 
-        plot_run(log.rows, out_dir / "plots", title=scenario.name)
+        plot_run(log.rows, out_dir / "plots", title=scenario.name, target_accuracy=scenario.eval.target_accuracy)
         write_summary(out_dir / "summary.json", summary)  # last: its presence means the run folder is complete
     return summary
