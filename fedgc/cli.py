@@ -5,6 +5,7 @@
     fedgc report RUN [RUN ...]       summarize runs (= python -m fedgc.report ...)
     fedgc fetch ITEM [--dir D]       download data sets and traces (docs/data.md)
     fedgc export-data SCENARIO --out D   write partitions as device data (docs/deploy-edge.md)
+    fedgc submit APP CONNECTION --run-config F   flwr run on a deployment, exit 1 if the run failed
 
 This module only dispatches: each subcommand's options are those of the module it calls.
 It must stay importable by old Pythons, so that they get a one-line message instead of a traceback.
@@ -15,7 +16,7 @@ import sys
 MIN_PYTHON = (3, 11)  # flwr 1.41 requires Python >= 3.11 (keep equal to requires-python in pyproject.toml)
 
 USAGE = __doc__.split("\n\n")[1].rstrip() + "\n"
-COMMANDS = ("run", "check", "report", "fetch", "export-data")
+COMMANDS = ("run", "check", "report", "fetch", "export-data", "submit")
 
 
 def _run(argv):
@@ -51,7 +52,13 @@ def _export_data(argv):
     return main(argv)
 
 
-DISPATCH = {"run": _run, "check": _check, "report": _report, "fetch": _fetch, "export-data": _export_data}
+def _submit(argv):
+    from fedgc.flower.submit import main
+    return main(argv)
+
+
+DISPATCH = {"run": _run, "check": _check, "report": _report, "fetch": _fetch, "export-data": _export_data,
+            "submit": _submit}
 
 
 def main(argv=None):

@@ -159,3 +159,12 @@ def test_a_failed_serverapp_makes_the_launcher_exit_non_zero_saying_so(tmp_path,
     result = flwr_run(REPO, CONNECTION, run_config, env, log, timeout_s=240)
     last = log.read_text(errors="replace").strip().splitlines()[-1]
     assert result.returncode == 1 and last.startswith("fedgc: run ") and last.endswith(" ended finished:failed"), last
+    # The same through the command the docs use: `fedgc submit`.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "fedgc.cli", "submit", str(REPO), CONNECTION, "--run-config",
+                           str(run_config), "--log", str(tmp_path / "submit.log")], env={**env, "PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 1 and done.stderr.startswith("error: the run failed (fedgc: run "), done.stderr
+    assert "ended finished:failed" in done.stderr
