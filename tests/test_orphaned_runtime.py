@@ -263,3 +263,43 @@ def test_the_record_stops_only_processes_whose_start_time_matches(tmp_path):
         assert sleeper.wait(timeout=20) is not None
     finally:
         sleeper.kill()
+
+
+# A process holding a shaped star (network namespaces) with a process in the client's namespace.
+SHAPED = """
+import os, sys
+from pathlib import Path
+from fedgc.shaped.netns import Star
+from fedgc.shaped.processes import NamespaceProcess
+star = Star([(10.0, 10.0)])
+work = Path(sys.argv[1])
+p = NamespaceProcess(star.clients[0].namespace, ["sleep", "300"], work / "sleep.log", dict(os.environ))
+print(star.hub, star.clients[0].namespace, p.pid, flush=True)
+import time; time.sleep(600)
+"""
+
+
+@pytest.mark.netns
+def test_sigkill_of_the_process_holding_a_shaped_star_ends_its_processes_and_deletes_its_namespaces(tmp_path):
+    from fedgc.shaped.netns import namespaces_with, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    holder = subprocess.Popen([sys.executable, "-c", SHAPED, str(tmp_path)], env={**os.environ, "PYTHONPATH": str(REPO)},
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        hub, client, pid = holder.stdout.readline().split()
+        members = [int(pid)]
+        assert proc_start_time(int(pid)) is not None and namespaces_with(hub) and namespaces_with(client)
+        holder.kill()
+        holder.wait(timeout=30)
+        took = wait_gone(lambda: [p for p in members if proc_start_time(p) is not None], STOP_WITHIN_S)
+        print(f"shaped star's process gone {took:.1f} s after the SIGKILL")
+        deadline = time.monotonic() + STOP_WITHIN_S
+        while (namespaces_with(hub) or namespaces_with(client)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not namespaces_with(hub) and not namespaces_with(client), "the guard deletes the namespaces"
+    finally:
+        if holder.poll() is None:
+            holder.kill()
