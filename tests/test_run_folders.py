@@ -47,7 +47,7 @@ def test_two_runs_started_in_the_same_second_get_two_folders(tmp_path, tiny_scen
     assert [r["round"] for r in rows(first)] == [1, 2] and [r["round"] for r in rows(second)] == [1, 2, 3]
     assert yaml.safe_load((first / "scenario.yaml").read_text())["seed"] == 1
     assert yaml.safe_load((second / "scenario.yaml").read_text())["seed"] == 2
-    assert f"outputs in {Path('runs') / second.name}" in capsys.readouterr().err
+    assert f"outputs in {Path('runs') / second.name}" in capsys.readouterr().out  # the human summary's last line
 
 
 @pytest.mark.slow
