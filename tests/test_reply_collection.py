@@ -50,4 +50,7 @@ def test_a_reply_is_collected_within_a_poll_of_its_last_byte(tmp_path):
         (client,) = rnd["clients"]
         assert client["up_bytes"] > 1_100_000 and client["upload_s"] > 3.0, rnd  # the upload spans Flower's retries
         held = rnd["round_s"] - client["last_byte_s"]
-        assert -0.1 < held < 0.5, f"round {rnd['round']}: the reply was held {held:.2f} s after its last byte"
+        # Below zero is measurement, not a reply taken early: the round's start on the hub is the push burst
+        # found in 10-ms counter samples, its end fedgc's own clock, and a loaded 2-core machine schedules
+        # the sampler late by a few samples (-0.13 s seen in CI).
+        assert -0.3 < held < 0.5, f"round {rnd['round']}: the reply was held {held:.2f} s after its last byte"
