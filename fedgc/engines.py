@@ -37,7 +37,7 @@ def run_flower(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False,
     from fedgc.flower.flower_engine import run_on_simulation_runtime, with_absolute_paths
 
     if resume:  # refuse a resume here, in one line, before the runtime starts (the apps see absolute paths)
-        from fedgc.flower.checkpoint import resumable
+        from fedgc.run.checkpoint import resumable
 
         resumable(out_dir, with_absolute_paths(scenario))
 

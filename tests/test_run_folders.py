@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedgc.flower.checkpoint import CHECKPOINT
+from fedgc.run.checkpoint import CHECKPOINT
 from fedgc.run_folder import LOCK_NAME, RunLock
 from fedgc.simulate import main
 from tests.conftest import REPO

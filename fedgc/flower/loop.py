@@ -26,14 +26,15 @@ from fedgc.compress.base import DensePayload
 from fedgc.compress.warmup import recorded_density
 from fedgc.data import FederatedData
 from fedgc.execution.device import deterministic_algorithms, resolve_device
-from fedgc.flower import checkpoint, keys
+from fedgc.flower import keys
+from fedgc.run import checkpoint
 from fedgc.flower.client_config import client_config_record
 from fedgc.flower.client_rows import client_rows
 from fedgc.flower.codec import encode_update
 from fedgc.flower.downlink_stage import DownlinkRound, DownlinkStage
 from fedgc.flower.exchange import Exchanged, MeasuredExchange, SimulatedExchange
 from fedgc.flower.keys import ReplyMetrics
-from fedgc.flower.resume_check import scenario_record
+from fedgc.run.resume_check import scenario_record
 from fedgc.flower.strategy import AggregationStats, Diverged, FedgcStrategy, SelectionPolicy
 from fedgc.flower.wire import message_wire_size
 from fedgc.metrics import FailureLog, MetricsLog, RoundRecord, RoundsLog, Summary, read_rounds, write_summary

@@ -16,7 +16,7 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 from flwr.superlink.grid.inmemory_grid import InMemoryGrid
 
-from fedgc.flower.checkpoint import CHECKPOINT
+from fedgc.run.checkpoint import CHECKPOINT
 from fedgc.flower.loop import run_rounds
 from fedgc.flower.partition_grid import PartitionGrid
 from fedgc.flower.setup import NODE_WAIT_S, OUT_DIR, QUIET, scenario_from_run_config
