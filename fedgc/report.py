@@ -14,17 +14,24 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from fedgc import yaml12
 from fedgc.bounded import read_text
 from fedgc.engines import EXIT_INVALID
-from fedgc.metrics import RUN_FILE_MAX_BYTES, MetricsFileError, RoundRecord, Summary, parse_record, read_rounds
-from fedgc.report_table import GroupRow, ReportRow, duplicate_seeds, group_row, group_runs, render, report_row
+from fedgc.metrics import RUN_FILE_MAX_BYTES, MetricsFileError, Summary, parse_record, read_rounds
+from fedgc.report_table import (
+    GroupRow,
+    ReportRow,
+    RunResult,
+    duplicate_seeds,
+    group_row,
+    group_runs,
+    render,
+    report_row,
+)
 
 __all__ = ["GroupRow", "ReportRow", "RunFolderError", "RunResult", "main", "read_run", "read_runs", "render",
            "report_row", "report_rows", "run_folders", "to_markdown", "write_report"]
@@ -34,18 +41,6 @@ FORMATS = ("md", "csv", "json")
 
 class RunFolderError(ValueError):
     """A run folder cannot be read; ``str(err)`` is one line naming the folder or file and the problem."""
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """One run folder, read back."""
-
-    label: str
-    path: Path
-    summary: Summary
-    rows: list[RoundRecord]
-    compressor: str
-    scenario: dict[str, Any] = field(default_factory=dict)  # scenario.yaml as read
 
 
 # --- reading run folders ---------------------------------------------------------------------------

@@ -10,11 +10,23 @@ import io
 import json
 import math
 import re
-from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
 
-if TYPE_CHECKING:
-    from fedgc.report import RunResult
+from fedgc.metrics import RoundRecord, Summary
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One run folder, read back."""
+
+    label: str
+    path: Path
+    summary: Summary
+    rows: list[RoundRecord]
+    compressor: str
+    scenario: dict[str, Any] = field(default_factory=dict)  # scenario.yaml as read
 
 
 @dataclass(frozen=True)

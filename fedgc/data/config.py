@@ -13,12 +13,18 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fedgc.data.hf import PREFIX as HF_PREFIX
+from fedgc.data.hf import HuggingFaceConfig
+
 MAX_CLIENTS = 10_000
 MAX_SYNTHETIC_CLIENTS = 1_000  # synthetic with the paper's uncapped (heavy-tailed) device sizes
 MAX_SYNTHETIC_CLIENTS_CAPPED = 100_000  # synthetic with synthetic.max_samples_per_device set
 MAX_SYNTHETIC_VALUES = 300_000_000  # clients × max_samples_per_device × dimension: 1.2 GB of float32 features
 # Datasets read from data.root (or $FEDGC_DATA_DIR); the others ship with a package or are generated.
 FILE_DATASETS = ("mnist", "fashion_mnist", "kmnist", "shakespeare", "femnist")
+# Every name of ``fedgc.data.DATASETS`` (tests/test_import_graph.py checks they agree): the section names the
+# datasets without importing their loaders, which import this module.
+DATASET_NAMES = ("digits", *FILE_DATASETS, "synthetic")
 
 
 class SyntheticConfig(BaseModel):
@@ -34,22 +40,6 @@ class SyntheticConfig(BaseModel):
     max_samples_per_device: int | None = Field(
         None, ge=2, le=100_000, description="cap on each device's samples (train + test; default: the paper's "
         "uncapped power law); needed beyond 1,000 clients, and the data is then bounded by clients × cap × dimension")
-
-
-class HuggingFaceConfig(BaseModel):
-    """Options for ``dataset: hf:<id>`` (any Hugging Face image-classification dataset)."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    subset: str | None = Field(None, description="the dataset's configuration (subset) name, if it has several")
-    train_split: str = "train"
-    test_split: str = "test"
-    image_key: str | None = Field(None, description="image column; default: the first of image, img, pixel_values")
-    label_key: str | None = Field(None, description="label column; default: the first of label, labels, "
-                                                    "fine_label, character, y")
-    group_key: str | None = Field(None, description="column of natural client ids (e.g. writer_id) "
-                                                    "for partition: natural")
-    timeout_s: float = Field(3.0, gt=0.0, le=60.0, description="connect timeout of the network probe")
 
 
 class DataConfig(BaseModel):
@@ -76,15 +66,12 @@ class DataConfig(BaseModel):
     @field_validator("dataset")
     @classmethod
     def _known_dataset(cls, name: str) -> str:
-        from fedgc.data import DATASETS
-        from fedgc.data.hf import PREFIX
-
-        if name.startswith(PREFIX):
-            if not name.removeprefix(PREFIX).strip():
+        if name.startswith(HF_PREFIX):
+            if not name.removeprefix(HF_PREFIX).strip():
                 raise ValueError("hf: needs a Hugging Face dataset id, e.g. hf:uoft-cs/cifar10")
             return name
-        if name not in DATASETS:
-            raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}, hf:<id>")
+        if name not in DATASET_NAMES:
+            raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASET_NAMES)}, hf:<id>")
         return name
 
     @field_validator("partition")

@@ -19,18 +19,32 @@ import os
 import threading
 import urllib.error
 import urllib.request
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from fedgc.data.base import ArrayDataset, CentralDataset, DataFileError
-
-if TYPE_CHECKING:
-    from fedgc.data.config import HuggingFaceConfig
 
 PREFIX = "hf:"
 IMAGE_KEYS = ("image", "img", "pixel_values")
 LABEL_KEYS = ("label", "labels", "fine_label", "character", "y")
+
+
+class HuggingFaceConfig(BaseModel):
+    """Options for ``dataset: hf:<id>`` (any Hugging Face image-classification dataset)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    subset: str | None = Field(None, description="the dataset's configuration (subset) name, if it has several")
+    train_split: str = "train"
+    test_split: str = "test"
+    image_key: str | None = Field(None, description="image column; default: the first of image, img, pixel_values")
+    label_key: str | None = Field(None, description="label column; default: the first of label, labels, "
+                                                    "fine_label, character, y")
+    group_key: str | None = Field(None, description="column of natural client ids (e.g. writer_id) "
+                                                    "for partition: natural")
+    timeout_s: float = Field(3.0, gt=0.0, le=60.0, description="connect timeout of the network probe")
 
 
 def _offline_requested() -> bool:
