@@ -129,6 +129,15 @@ class EvalConfig(_Section):
     batch_size: int = Field(1024, ge=1, le=MAX_BATCH)
 
 
+class ClientStateConfig(_Section):
+    store: Literal["auto", "memory", "disk"] = Field(
+        "auto", description="where stateful clients keep their state between turns (fedgc.flower.client_store): "
+                            "memory, disk (an SQLite file in the run folder), or auto: disk when 8 B per parameter "
+                            "for every client would pass auto_disk_gb (docs/performance.md, How big)")
+    auto_disk_gb: float = Field(2.0, gt=0.0, le=1e6, description="store: auto — the population's fp32 state "
+                                "(8 B per parameter per client) above which the store is on disk")
+
+
 class Scenario(_Section):
     name: str = Field(..., min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     seed: int = Field(0, ge=0, lt=2**32)
@@ -147,6 +156,7 @@ class Scenario(_Section):
     strategy: StrategyConfig = Field(default_factory=StrategyConfig)
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    client_state: ClientStateConfig = Field(default_factory=ClientStateConfig)
     checkpoint_every: int = Field(10, ge=0, le=1_000_000,
                                   description="write a resumable checkpoint every N rounds (0: never)")
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import sys
 import traceback
+import weakref
 from collections.abc import Iterable
+from pathlib import Path
 
 import torch
 from flwr.app import ArrayRecord, Context, Error, Message, MessageType, RecordDict
@@ -23,7 +25,16 @@ from flwr.supercore.run import Run
 from fedgc.execution.device import resolve_device
 from fedgc.flower import keys
 from fedgc.flower.batched import attach_batched_update
-from fedgc.flower.client_state import context_state, restore_context_state
+from fedgc.flower.client_store import (
+    STORE_FILE,
+    DamagedState,
+    MemoryStore,
+    StoreError,
+    TemporaryStoreDir,
+    message_generation,
+    open_disk_store,
+    store_kind,
+)
 from fedgc.flower.downlink_stage import DELTA_KEY
 from fedgc.flower.wire import roundtrip
 from fedgc.run.threads import pin_threads
@@ -52,6 +63,10 @@ class InlineGrid(Grid):
             for node_id in range(1, num_nodes + 1)
         }
         self.next_message_id = 0
+        # Where the clients' states wait between their turns (fedgc.flower.client_store): by default in
+        # their contexts; ``use_disk_store`` moves them to a file, loaded for a message and written after.
+        self.store = MemoryStore(self.contexts)
+        self._store_dir: TemporaryStoreDir | None = None
         # client.execution: vectorized trains a round's clients together, on ``device``.
         self.vectorized = False
         self.device = torch.device("cpu")
@@ -62,9 +77,10 @@ class InlineGrid(Grid):
         self.reply_bytes: dict[str, int] = {}
 
     @classmethod
-    def for_scenario(cls, scenario, client_app: ClientApp | None = None) -> InlineGrid:
+    def for_scenario(cls, scenario, client_app: ClientApp | None = None, out_dir: Path | None = None) -> InlineGrid:
         """The inline engine's transport for ``scenario`` (fedgc's ClientApp unless another is given),
-        with Flower's task identity set as the ServerApp's (the one place that sets it)."""
+        with Flower's task identity set as the ServerApp's (the one place that sets it). With
+        ``client_state.store`` on disk, the store is ``out_dir``'s (a temporary folder without one)."""
         from flwr.common.constant import SUPERLINK_NODE_ID
         from flwr.supercore.task_identity import TaskIdentity
 
@@ -78,21 +94,35 @@ class InlineGrid(Grid):
         grid.vectorized = scenario.client.execution == "vectorized" or (
             scenario.client.execution == "auto" and grid.device.type == "cuda")
         TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, grid.run.run_id, SUPERLINK_NODE_ID
+        if store_kind(scenario) == "disk":
+            grid.use_disk_store(out_dir)
         return grid
 
+    def use_disk_store(self, out_dir: Path | None) -> None:
+        """Keep the clients' states in ``out_dir/client-state.sqlite`` (a temporary folder, removed with
+        the grid, when ``out_dir`` is None). A folder with a checkpoint is being resumed: its store is
+        kept for ``load_state_dict``; any other folder's is started afresh."""
+        from fedgc.run_folder import CHECKPOINT
+
+        if out_dir is None:
+            self._store_dir = TemporaryStoreDir()
+            weakref.finalize(self, self._store_dir.cleanup)
+            out_dir = self._store_dir.path
+        resuming = (Path(out_dir) / CHECKPOINT).is_file()
+        self.store = open_disk_store(Path(out_dir) / STORE_FILE, fresh=not resuming)
+
     def state_dict(self) -> dict:
-        """The clients' ``Context.state`` (those that hold any) and the message counter."""
-        return {"contexts": {node: context_state(ctx) for node, ctx in self.contexts.items() if len(ctx.state)},
-                "next_message_id": self.next_message_id}
+        """The clients' states (in memory: those that hold any; on disk: the store's checkpoint
+        mark, ``fedgc.flower.client_store``) and the message counter."""
+        return {**self.store.state_dict(), "next_message_id": self.next_message_id}
 
     def load_state_dict(self, state: dict) -> None:
-        unknown = set(state["contexts"]) - set(self.contexts)
+        unknown = set(state.get("contexts", {})) - set(self.contexts)
         if unknown:
             raise ValueError(f"it holds state for node {min(unknown)}, which this scenario does not have")
         if type(state["next_message_id"]) is not int or state["next_message_id"] < 0:
             raise TypeError("next_message_id is not a count")
-        for node, saved in state["contexts"].items():
-            restore_context_state(self.contexts[node], saved)
+        self.store.load_state_dict(state)
         self.next_message_id = state["next_message_id"]
 
     def set_run(self, run: Run) -> None:
@@ -144,7 +174,7 @@ class InlineGrid(Grid):
             try:
                 content = message.content
                 if DELTA_KEY in content.array_records:  # what the mod will deliver
-                    replica = rebuilt_replica(message, context)
+                    replica = self._with_state(context, lambda m=message, c=context: rebuilt_replica(m, c))
                     content = RecordDict({keys.ARRAYS: ArrayRecord({k: v.contiguous() for k, v in replica.items()}),
                                           **{k: v for k, v in content.config_records.items()}})
                 model, job = train_job(content, context)
@@ -161,10 +191,29 @@ class InlineGrid(Grid):
         for (message, _), job, result in zip(ready, jobs, results):
             attach_batched_update(message, result.delta, result.train, job.generator)
 
+    def _with_state(self, context: Context, call, generation: int | None = None):
+        """``call()`` with ``context`` holding its client's state from the store; with ``generation``
+        (the message's round) the state is written back after, whatever ``call`` does."""
+        node = context.node_id
+        context.state = self.store.load(node)
+        try:
+            return call()
+        finally:
+            if generation is not None:
+                self.store.save(node, generation, context.state)
+            if self.store.kind != "memory":
+                context.state = RecordDict()
+
     def _execute(self, message: Message) -> Message:
         context = self.contexts[message.metadata.dst_node_id]
+        generation = message_generation(message)
         try:
-            return self.client_app(message, context)
+            return self._with_state(context, lambda: self.client_app(message, context),
+                                    self.store.generation if generation is None else generation)
+        except StoreError as err:
+            if not isinstance(err, DamagedState):
+                raise  # the run's own storage failed (one line): not the client's fault
+            return Message(Error(code=CLIENT_APP_EXCEPTION, reason=f"{type(err).__name__}: {err}"), reply_to=message)
         except Exception as err:  # noqa: BLE001 — a failing client is a counted failure, not a crashed run
             reason = f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=3)}"
             return Message(Error(code=CLIENT_APP_EXCEPTION, reason=reason), reply_to=message)

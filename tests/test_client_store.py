@@ -1,0 +1,180 @@
+"""The client-state store (``fedgc.flower.client_store``, scenario key ``client_state``): on disk it gives
+the in-memory run's metrics byte for byte, survives a crash and a resume, and a damaged store is one
+line, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from flwr.app import ArrayRecord, ConfigRecord, RecordDict
+
+from fedgc.flower.client_store import STORE_FILE, DamagedState, DiskStore, StoreError, store_kind
+from fedgc.run.checkpoint import CHECKPOINT
+from fedgc.scenario import validate
+from fedgc.simulate import main
+from tests.conftest import REPO
+from tests.test_checkpoint import stateful_scenario
+
+
+def write(path: Path, tree: dict) -> Path:
+    path.write_text(yaml.safe_dump(tree))
+    return path
+
+
+def scenario_with(tiny: dict, store: str, rounds: int = 6, every: int = 3) -> dict:
+    tree = stateful_scenario(tiny, rounds=rounds, every=every)
+    tree["downlink"] = {"name": "topk", "density": 0.05}  # the clients' replicas are stored too
+    tree["client_state"] = {"store": store}
+    return tree
+
+
+def _state(value: float) -> RecordDict:
+    return RecordDict({"fedgc.memory": ArrayRecord({"u": torch.full((3, 4), value)}),
+                       "c": ConfigRecord({"k": 1})})
+
+
+def _u(store: DiskStore, client: int) -> torch.Tensor:
+    return torch.from_numpy(store.load(client).array_records["fedgc.memory"]["u"].numpy())
+
+
+def test_a_disk_store_keeps_states_by_round_and_goes_back_to_a_checkpoint(tmp_path):
+    store = DiskStore(tmp_path / STORE_FILE)
+    assert len(store.load(1)) == 0
+    store.save(1, 1, _state(1.0))
+    store.save(2, 1, _state(2.0))
+    mark = store.state_dict()
+    assert mark["store"]["generation"] == 1
+    store.save(1, 2, _state(3.0))
+    store.save(3, 3, _state(4.0))
+    assert torch.equal(_u(store, 1), torch.full((3, 4), 3.0))
+    store.close()
+    reopened = DiskStore(tmp_path / STORE_FILE)
+    reopened.load_state_dict(mark)
+    assert torch.equal(_u(reopened, 1), torch.full((3, 4), 1.0))
+    assert reopened.clients() == [1, 2]
+    assert dict(reopened.load(2).config_records["c"]) == {"k": 1}
+
+
+def test_a_client_keeps_at_most_the_rows_its_checkpoints_need(tmp_path):
+    store = DiskStore(tmp_path / STORE_FILE)
+    for generation in range(1, 30):
+        store.save(1, generation, _state(float(generation)))
+        if generation % 5 == 0:
+            store.state_dict()
+    rows = sqlite3.connect(tmp_path / STORE_FILE).execute("SELECT COUNT(*) FROM state").fetchone()[0]
+    assert rows <= 3
+
+
+def test_a_damaged_row_is_that_clients_failure_and_a_damaged_store_is_refused_on_resume(tmp_path):
+    store = DiskStore(tmp_path / STORE_FILE)
+    store.save(1, 1, _state(1.0))
+    mark = store.state_dict()
+    conn = sqlite3.connect(tmp_path / STORE_FILE)
+    conn.execute("UPDATE state SET crc = crc + 1")
+    conn.commit()
+    with pytest.raises(DamagedState, match="client 1's state is damaged"):
+        store.load(1)
+    with pytest.raises(StoreError, match="does not match its CRC"):
+        store.load_state_dict(mark)
+    with pytest.raises(StoreError, match="not the one this checkpoint was taken with"):
+        store.load_state_dict({"store": {**mark["store"], "id": "someone-else"}})
+
+
+def test_auto_picks_the_disk_for_a_large_population(tiny_scenario):
+    tree = dict(tiny_scenario, client_state={"store": "auto", "auto_disk_gb": 1e-6})
+    assert store_kind(validate(tree)) == "disk"
+    tree["client_state"]["auto_disk_gb"] = 1e3
+    assert store_kind(validate(tree)) == "memory"
+
+
+def test_disk_and_memory_stores_give_byte_identical_metrics(tmp_path, tiny_scenario):
+    for store in ("memory", "disk"):
+        path = write(tmp_path / f"{store}.yaml", scenario_with(tiny_scenario, store))
+        assert main([str(path), "--out", str(tmp_path / store), "--quiet"]) == 0
+    assert (tmp_path / "disk" / STORE_FILE).is_file()
+    assert not (tmp_path / "memory" / STORE_FILE).exists()
+    for name in ("metrics.jsonl", "clients.jsonl"):
+        assert (tmp_path / "disk" / name).read_bytes() == (tmp_path / "memory" / name).read_bytes()
+
+
+def _crashed_copy(full: Path, crashed: Path, rows: int) -> None:
+    """``full``'s folder as a crash after ``rows`` rounds would leave it: the checkpoint of round 3, and
+    the store with every client's states up to the end (rows written after the checkpoint)."""
+    crashed.mkdir()
+    for name in ("scenario.yaml", CHECKPOINT, STORE_FILE, STORE_FILE + "-wal"):
+        if (full / name).exists():
+            shutil.copy(full / name, crashed / name)
+    lines = (full / "metrics.jsonl").read_text().splitlines(keepends=True)
+    (crashed / "metrics.jsonl").write_text("".join(lines[:rows]) + lines[rows][:17])
+
+
+def test_a_disk_store_ahead_of_its_checkpoint_resumes_to_the_uninterrupted_metrics(tmp_path, tiny_scenario):
+    path = write(tmp_path / "s.yaml", scenario_with(tiny_scenario, "disk"))
+    full = tmp_path / "full"
+    assert main([str(path), "--out", str(full), "--quiet"]) == 0
+    crashed = tmp_path / "crashed"
+    _crashed_copy(full, crashed, 5)
+    assert main(["--resume", str(crashed)]) == 0
+    assert (crashed / "metrics.jsonl").read_bytes() == (full / "metrics.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "crc"])
+def test_a_damaged_store_on_resume_is_one_line(tmp_path, tiny_scenario, capsys, damage):
+    path = write(tmp_path / "s.yaml", scenario_with(tiny_scenario, "disk"))
+    full = tmp_path / "full"
+    assert main([str(path), "--out", str(full), "--quiet"]) == 0
+    crashed = tmp_path / "crashed"
+    _crashed_copy(full, crashed, 5)
+    store = crashed / STORE_FILE
+    if damage == "crc":
+        conn = sqlite3.connect(store)
+        conn.execute("UPDATE state SET data = substr(data, 1, length(data) - 1) || x'00' WHERE generation <= 3")
+        conn.commit()
+        conn.close()
+    else:
+        (crashed / (STORE_FILE + "-wal")).unlink(missing_ok=True)
+        data = store.read_bytes()
+        store.write_bytes(os.urandom(len(data)) if damage == "garbage" else data[: len(data) // 3])
+    capsys.readouterr()
+    assert main(["--resume", str(crashed)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "client-state store" in err and "Traceback" not in err, err
+
+
+@pytest.mark.slow
+def test_sigkill_with_a_disk_store_then_resume_gives_identical_metrics(tmp_path, tiny_scenario):
+    tree = scenario_with(tiny_scenario, "disk", rounds=40, every=2)
+    tree["model"] = {"name": "small_cnn"}
+    tree["client"] = {"local_steps": 10, "batch_size": 16, "lr": 0.05}
+    path = write(tmp_path / "s.yaml", tree)
+    reference = tmp_path / "reference"
+    assert main([str(path), "--out", str(reference), "--quiet"]) == 0
+    killed = tmp_path / "killed"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(killed), "--quiet"],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    metrics = killed / "metrics.jsonl"
+    deadline, rows = time.monotonic() + 120, 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        rows = len(metrics.read_text().splitlines()) if metrics.exists() else 0
+        if rows >= 5:
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read().decode()[-500:]}"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert (killed / CHECKPOINT).is_file() and (killed / STORE_FILE).is_file()
+    done = subprocess.run([sys.executable, "-m", "fedgc.simulate", "--resume", str(killed), "--quiet"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert metrics.read_bytes() == (reference / "metrics.jsonl").read_bytes()
