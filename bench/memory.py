@@ -63,7 +63,7 @@ def child(args: argparse.Namespace) -> None:
     sc = validate(tree)
     grid = InlineGrid.for_scenario(sc)
     t0 = time.perf_counter()
-    summary = run_rounds(grid, sc, None, quiet=True)
+    summary = run_rounds(grid, sc, None)
     wall = time.perf_counter() - t0
 
     def state_bytes(context) -> int:

@@ -4,9 +4,11 @@ Flower's simulation runtime (Ray), needs ``pip install 'fedgc[ray]'``."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from fedgc.metrics import Summary
+from fedgc.run.observe import RoundObserver, default_observers
 from fedgc.scenario import Scenario
 
 # Exit codes of the command line (fedgc.simulate, sweeps): 2 the scenario or its inputs are invalid
@@ -15,13 +17,16 @@ EXIT_INVALID = 2
 EXIT_DIVERGED = 3
 
 
-def run_inline(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False, resume: bool = False) -> Summary:
+def run_inline(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False, resume: bool = False,
+               observers: Sequence[RoundObserver] = ()) -> Summary:
     from fedgc.flower.inline_grid import InlineGrid
     from fedgc.flower.loop import run_rounds
 
     # The loop the ServerApp's main runs, called directly so the summary comes back to the caller.
-    return run_rounds(InlineGrid.for_scenario(scenario), scenario, out_dir, quiet=quiet, resume=resume,
-                      graceful_stop=True)
+    shown = default_observers(scenario.rounds, out_dir, quiet=quiet, title=scenario.name,
+                              target_accuracy=scenario.eval.target_accuracy)
+    return run_rounds(InlineGrid.for_scenario(scenario, out_dir=out_dir), scenario, out_dir,
+                      observers=[*shown, *observers], resume=resume, graceful_stop=True)
 
 
 class EngineUnavailable(ValueError):

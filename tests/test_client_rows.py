@@ -46,7 +46,7 @@ def run(tmp_path, **network):
                         "over_selection": 1.3, **network}}
     scenario = validate(tree)
     torch.manual_seed(0)
-    run_rounds(InlineGrid.for_scenario(scenario, troubled_app()), scenario, tmp_path, quiet=True)
+    run_rounds(InlineGrid.for_scenario(scenario, troubled_app()), scenario, tmp_path)
     rounds = read_metrics(tmp_path / "metrics.jsonl")
     clients = [json.loads(line) for line in (tmp_path / "clients.jsonl").read_text().splitlines()]
     return rounds, clients

@@ -94,7 +94,7 @@ def test_produced_equals_applied_plus_residuals_when_half_the_uploads_fail(tmp_p
     shapes = {k: tuple(v.shape) for k, v in build_model("mlp", data.input_shape, data.num_classes, 0).state_dict().items()}
     ledger = Ledger()
     grid = InlineGrid.for_scenario(scenario, ledger.client_app(shapes))
-    run_rounds(grid, scenario, tmp_path, quiet=True)
+    run_rounds(grid, scenario, tmp_path)
 
     rows = read_metrics(tmp_path / "metrics.jsonl")
     applied = {(node, row["round"]) for row in rows for node in row["applied_nodes"]}

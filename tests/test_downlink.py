@@ -70,7 +70,7 @@ def test_a_stateful_or_unknown_downlink_compressor_is_a_one_line_error(tiny_scen
 def run(tmp_path, scenario_tree: dict, app: ClientApp | None = None):
     scenario = validate(scenario_tree)
     grid = InlineGrid.for_scenario(scenario, app)
-    summary = run_rounds(grid, scenario, tmp_path, quiet=True)
+    summary = run_rounds(grid, scenario, tmp_path)
     return summary, read_metrics(tmp_path / "metrics.jsonl"), grid
 
 

@@ -91,7 +91,7 @@ def test_byte_counts_are_serialized_message_sizes(tmp_path, tiny_scenario):
     from flwr.supercore.task_identity import TaskIdentity
 
     TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, 1
-    summary = run_rounds(grid, scenario, tmp_path, quiet=True)
+    summary = run_rounds(grid, scenario, tmp_path)
     assert len(grid.delivered) == 8
     assert summary.bytes_up == sum(serialized_size(m) for m in grid.delivered)
     # Every client downloads the same global model message each round (4 clients, 2 rounds).

@@ -13,8 +13,9 @@ from flwr.clientapp import ClientApp
 from fedgc.flower import client_app as fedgc_client
 from fedgc.flower.exchange import describe_failure
 from fedgc.flower.inline_grid import InlineGrid
-from fedgc.flower.loop import idle_reason, run_rounds
+from fedgc.flower.loop import run_rounds
 from fedgc.metrics import FailureLog, RoundRecord, read_jsonl, read_metrics
+from fedgc.run.records import idle_reason
 from fedgc.scenario import validate
 from fedgc.simulate import main
 
@@ -36,7 +37,7 @@ def flaky_client_app() -> ClientApp:
 def test_a_raising_client_app_is_counted_as_failed_and_the_round_proceeds(tmp_path, tiny_scenario):
     scenario = validate({**tiny_scenario, "rounds": 3})
     grid = InlineGrid.for_scenario(scenario, flaky_client_app())
-    summary = run_rounds(grid, scenario, tmp_path, quiet=True)
+    summary = run_rounds(grid, scenario, tmp_path)
 
     rows = read_metrics(tmp_path / "metrics.jsonl")
     assert summary.stopped_reason == "completed" and summary.rounds == 3
@@ -49,7 +50,7 @@ def test_a_raising_client_app_is_counted_as_failed_and_the_round_proceeds(tmp_pa
 def run_with(app: ClientApp, tree: dict, out_dir):
     scenario = validate(tree)
     grid = InlineGrid.for_scenario(scenario, app)
-    return run_rounds(grid, scenario, out_dir, quiet=True)
+    return run_rounds(grid, scenario, out_dir)
 
 
 def failing_client_app(message: str) -> ClientApp:

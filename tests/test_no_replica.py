@@ -49,7 +49,7 @@ def run(tmp_path, tiny_scenario, announce: bool):
     if announce:
         inline.contexts[FRESH + 1].node_config[keys.NO_REPLICA] = 1
     grid = PartitionGrid.census(inline, expected=scenario.data.num_clients, wait_s=5)
-    run_rounds(grid, scenario, tmp_path, quiet=True)
+    run_rounds(grid, scenario, tmp_path)
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     return grid, rows, seen
 

@@ -75,7 +75,7 @@ def test_dgc_clients_keep_momentum_velocity_and_a_sparse_pending_update(tiny_sce
     tiny_scenario["compression"] = {"name": "dgc", "density": 0.02}
     scenario = validate(tiny_scenario)
     grid = InlineGrid.for_scenario(scenario)
-    run_rounds(grid, scenario, None, quiet=True)
+    run_rounds(grid, scenario, None)
 
     trained = [c for c in grid.contexts.values() if len(c.state.array_records)]
     assert len(trained) == 2

@@ -65,7 +65,7 @@ def four_clients(**strategy) -> dict:
 def run(tmp_path, tree: dict, app: ClientApp | None = None):
     scenario = validate(tree)
     grid = InlineGrid.for_scenario(scenario, app)
-    summary = run_rounds(grid, scenario, tmp_path, quiet=True)
+    summary = run_rounds(grid, scenario, tmp_path)
     return summary, read_metrics(tmp_path / "metrics.jsonl")
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from flwr.app import Message
 from flwr.serverapp import Grid
@@ -26,21 +26,13 @@ from fedgc.flower import keys
 from fedgc.flower.partition_grid import poll_replies
 from fedgc.flower.wire import message_wire_size
 from fedgc.network.timeline import ClientJob, ClientTiming, NetworkModel, RoundTimeline
+from fedgc.run.records import ClientFailure, TrainRoundTraffic
 
 # How long a round waits for replies at most (real seconds; Flower's own default for a round).
 REPLY_TIMEOUT_S = 3600.0
 # A real deployment's round waits this long for replies unless network.deadline_s says otherwise: one
 # silent node (or a reply the SuperLink dropped) holds a round for this long, not for an hour.
 DEPLOYMENT_REPLY_TIMEOUT_S = 600.0
-
-
-@dataclass(frozen=True)
-class ClientFailure:
-    """A selected client whose ClientApp replied with an error instead of an update."""
-
-    node_id: int
-    error_type: str
-    message: str  # one line
 
 
 _FLOWER_REASON = re.compile(r"^<class '(?:[\w.]*\.)?(\w+)'>:<'(.*)'>$", re.DOTALL)
@@ -63,21 +55,6 @@ def describe_failure(node_id: int, reason: str) -> ClientFailure:
         error_type, _, text = first.partition(": ") if ": " in first else ("Error", "", first)
     message = " ".join(text.split())
     return ClientFailure(node_id, error_type or "Error", message[:500] or "(no message)")
-
-
-@dataclass
-class TrainRoundTraffic:
-    """What the network did with one round of training messages."""
-
-    timeline: RoundTimeline
-    selected: int = 0
-    failed: int = 0
-    failures: list[ClientFailure] = field(default_factory=list)
-    bytes_down: int = 0
-    bytes_up: int = 0
-    upload_bytes: dict[int, int] = field(default_factory=dict)
-    download_bytes: dict[int, int] = field(default_factory=dict)  # node -> wire size of its train message
-
 
 
 def _claimed_samples(metrics, max_samples: int | None) -> int:

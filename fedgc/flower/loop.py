@@ -12,6 +12,7 @@ import logging
 import math
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -27,41 +28,24 @@ from fedgc.compress.warmup import recorded_density
 from fedgc.data import FederatedData
 from fedgc.execution.device import deterministic_algorithms, resolve_device
 from fedgc.flower import keys
-from fedgc.run import checkpoint
 from fedgc.flower.client_config import client_config_record
-from fedgc.flower.client_rows import client_rows
 from fedgc.flower.codec import encode_update
-from fedgc.flower.downlink_stage import DownlinkRound, DownlinkStage
-from fedgc.flower.exchange import Exchanged, MeasuredExchange, SimulatedExchange
+from fedgc.flower.downlink_stage import DownlinkStage
+from fedgc.flower.exchange import MeasuredExchange, SimulatedExchange
 from fedgc.flower.keys import ReplyMetrics
-from fedgc.run.resume_check import scenario_record
-from fedgc.flower.strategy import AggregationStats, Diverged, FedgcStrategy, SelectionPolicy
+from fedgc.flower.strategy import Diverged, FedgcStrategy, SelectionPolicy
 from fedgc.flower.wire import message_wire_size
-from fedgc.metrics import FailureLog, MetricsLog, RoundRecord, RoundsLog, Summary, read_rounds, write_summary
+from fedgc.metrics import FailureLog, MetricsLog, RoundsLog, Summary, read_rounds, write_summary
 from fedgc.network.build import build_network
-from fedgc.progress import Progress
+from fedgc.run import checkpoint
+from fedgc.run.observe import ProgressObserver, RoundObserver
 from fedgc.run.parts import build_model_for, density_schedule, federated_data, server_optimizer
+from fedgc.run.records import Idle, client_rows, idle_reason, round_record
+from fedgc.run.resume_check import scenario_record
 from fedgc.run.stop import INTERRUPTED, StopRequest, clear_stop, stop_requests
 from fedgc.run.threads import pin_threads
 from fedgc.scenario import Scenario
 from fedgc.training import evaluate, samples_asked
-
-
-class Idle(RuntimeError):
-    """No update was applied for ``strategy.max_idle_rounds`` consecutive attempts: the run stops."""
-
-
-def idle_reason(rows: list[RoundRecord], limit: int) -> str | None:
-    """Why the run should stop, when the last ``limit`` attempts applied nothing (else None)."""
-    tail = rows[-limit:] if limit else []
-    if len(tail) < limit or not tail or any(r.applied for r in tail):
-        return None
-    total = {k: sum(getattr(r, k) for r in tail) for k in ("selected", "failed", "cut", "late", "discarded",
-                                                           "rejected")}
-    what = ("no client was online" if not total["selected"] else
-            ", ".join(f"{v} {k}" for k, v in total.items() if v or k == "selected"))
-    return (f"no update applied in {limit} consecutive attempts (rounds {tail[0].round}-{tail[-1].round}: "
-            f"{what}); see strategy.max_idle_rounds")
 
 
 def dense_reply_bytes(shapes: dict[str, tuple[int, ...]]) -> int:
@@ -73,46 +57,13 @@ def dense_reply_bytes(shapes: dict[str, tuple[int, ...]]) -> int:
     return message_wire_size(message)
 
 
-def _mean(values: list[float]) -> float | None:
-    return float(np.mean(values)) if values else None
+def _note(observers: list[RoundObserver], line: str) -> None:
+    for observer in observers:
+        observer.note(line)
 
 
 def _as_record(weights: dict[str, torch.Tensor]) -> ArrayRecord:
     return ArrayRecord({k: v.contiguous() for k, v in weights.items()})
-
-
-def round_record(server_round: int, attempt: int, stats: AggregationStats, exchanged: Exchanged | None,
-                 downloads: DownlinkRound | None, previous_end: float, dense_bytes: int) -> RoundRecord:
-    """One row of metrics.jsonl for one attempt (evaluation filled in by the loop)."""
-    record = RoundRecord(round=server_round, skipped=stats.skipped, attempt=attempt)
-    if exchanged is None:  # nobody was selected: no time passed in this round
-        record.sim_start_s = record.sim_end_s = previous_end
-    else:
-        traffic = exchanged.traffic
-        timeline = traffic.timeline
-        record.sim_start_s, record.sim_end_s = timeline.start, timeline.end
-        record.round_duration_s = timeline.end - timeline.start
-        record.selected, record.failed = traffic.selected, traffic.failed
-        record.completed, record.cut, record.late, record.discarded = (
-            timeline.count(k) for k in ("completed", "cut", "late", "discarded"))
-        record.bytes_down, record.bytes_up = traffic.bytes_down, traffic.bytes_up
-        record.dense_bytes_up = dense_bytes * record.completed
-        done = [t for t in timeline.timings if t.status == "completed"]
-        record.mean_download_s = _mean([t.downloaded - t.start for t in done])
-        record.mean_compute_s = _mean([t.computed - t.downloaded for t in done])
-        uploads = [t.uploaded - t.computed for t in done]
-        record.mean_upload_s, record.max_upload_s = _mean(uploads), (max(uploads) if uploads else None)
-        record.client_upload_bytes = [traffic.upload_bytes[t.node_id] for t in done]
-        record.client_upload_s = uploads
-    if downloads is not None:
-        record.downlink_density, record.downlink_resets = downloads.density, downloads.resets
-    record.rejected = sum(stats.rejected.values())
-    record.rejected_reasons = dict(sorted(stats.rejected.items()))
-    record.applied = len(stats.applied_nodes)
-    record.applied_nodes = sorted(stats.applied_nodes)
-    record.clipped_nodes, record.capped_nodes = list(stats.clipped_nodes), list(stats.capped_nodes)
-    record.train_loss, record.achieved_density = stats.train_loss, stats.achieved_density
-    return record
 
 
 def build_strategy(scenario: Scenario, data: FederatedData, shapes: dict[str, tuple[int, ...]],
@@ -132,21 +83,23 @@ def build_strategy(scenario: Scenario, data: FederatedData, shapes: dict[str, tu
 
 
 def run_rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, *, measured: bool = False,
-               quiet: bool = False, resume: bool = False, graceful_stop: bool = False) -> Summary:
+               observers: Sequence[RoundObserver] = (), resume: bool = False, graceful_stop: bool = False) -> Summary:
     """Run (or with ``resume``, continue from ``out_dir``'s checkpoint) the scenario's rounds through
     ``transport``; ``measured``: a real deployment (wall-clock exchange), else the simulated network.
+    ``observers`` see each round (``fedgc.run.observe``: the progress line, plots, a callback).
     ``graceful_stop``: the first Ctrl-C or SIGTERM stops the run after its round, keeping its work
     (``fedgc.run.stop``)."""
+    quiet = not any(isinstance(o, ProgressObserver) and o.enabled for o in observers)
     with deterministic_algorithms(scenario.deterministic), stop_requests(graceful_stop, quiet) as stop:
         stop.watch(out_dir)
         try:
-            return _rounds(transport, scenario, out_dir, measured, quiet, resume, stop)
+            return _rounds(transport, scenario, out_dir, measured, list(observers), resume, stop)
         finally:
             clear_stop(out_dir)
 
 
-def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured: bool, quiet: bool,
-            resume: bool, stop: StopRequest) -> Summary:
+def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured: bool,
+            observers: list[RoundObserver], resume: bool, stop: StopRequest) -> Summary:
     logging.getLogger("flwr").setLevel(logging.ERROR)
     pin_threads()  # aggregation and evaluation round alike on every engine
     wall_start = time.perf_counter()
@@ -190,7 +143,8 @@ def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured:
     log = MetricsLog(out_dir / "metrics.jsonl" if out_dir else None, rows)
     failures = FailureLog(out_dir / "failures.jsonl" if out_dir else None, rounds_done if resume else None)
     clients = RoundsLog(out_dir / "clients.jsonl" if out_dir else None, rounds_done if resume else None)
-    progress = Progress(scenario.rounds, enabled=not quiet, history=rows)
+    for observer in observers:
+        observer.started(list(rows))
     dense_bytes = dense_reply_bytes(shapes)
     arrays = _as_record(weights)  # the global model as sent: one record shared by every message
     last_good = weights  # the newest global model that passed its checks (what model.pt keeps)
@@ -212,21 +166,25 @@ def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured:
                 if report.weights is not None:
                     weights, arrays = report.weights, _as_record(report.weights)
                 retrying = report.weights is None and attempt < policy.retries
-                record = round_record(server_round, attempt, report.stats, exchanged, downloads,
+                traffic = exchanged.traffic if exchanged else None
+                record = round_record(server_round, attempt, report.stats, traffic,
                                       log.rows[-1].sim_end_s if log.rows else 0.0, dense_bytes)
+                if downloads is not None:
+                    record.downlink_density, record.downlink_resets = downloads.density, downloads.resets
                 record.density = recorded_density(scenario.compression, server_round)
-                clients.append_rows([asdict(row) for row in client_rows(server_round, attempt, selected, exchanged,
-                                                                         report.stats)])
+                client_records = client_rows(server_round, attempt, selected, traffic, report.stats)
+                clients.append_rows([asdict(row) for row in client_records])
                 for failure in exchanged.traffic.failures if exchanged else []:
                     failures.append(server_round, attempt, failure.node_id, failure.error_type, failure.message)
                     if failures.count == 1:
-                        progress.note(f"warning: round {server_round}: client {failure.node_id} failed: "
+                        _note(observers, f"warning: round {server_round}: client {failure.node_id} failed: "
                                       f"{failure.error_type}: {failure.message} (every failure: failures.jsonl)")
                 if not retrying and (server_round % scenario.eval.every == 0 or server_round == scenario.rounds):
                     model.load_state_dict(weights)
                     record.accuracy, record.loss = evaluate(model, data.test, scenario.eval.batch_size)
                 log.append(record)
-                progress.update(record, sum(r.bytes_up for r in log.rows))
+                for observer in observers:
+                    observer.round_done(record, client_records)
                 if record.loss is not None and not math.isfinite(record.loss):
                     raise Diverged(f"round {server_round}: the global model's test loss is not finite")
                 last_good = weights
@@ -245,7 +203,7 @@ def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured:
                     state = {"run": checkpoint.run_state(server_round, len(log.rows), last_good),
                              **{name: part.state_dict() if part is not None else None for name, part in parts.items()}}
                 except RuntimeError as err:  # a node of a deployment did not answer: keep the previous checkpoint
-                    progress.note(f"warning: round {server_round}: no checkpoint: {err}")
+                    _note(observers, f"warning: round {server_round}: no checkpoint: {err}")
                 else:
                     checkpoint.save(out_dir, state, scenario_record(scenario))
             if interrupted:
@@ -255,15 +213,17 @@ def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured:
         stopped = f"diverged: {err}"
     except Idle as err:
         stopped = f"idle: {err}"
-    finally:
-        progress.close()
+    except BaseException:
+        for observer in observers:
+            observer.aborted()
+        raise
     summary = log.summarize(scenario.name, scenario.eval.target_accuracy, time.perf_counter() - wall_start, stopped)
     if out_dir is not None:
         with writing(out_dir / "model.pt"):  # the final (or last good) global model, whole or not at all
             torch.save(last_good, out_dir / "model.pt.tmp")
             os.replace(out_dir / "model.pt.tmp", out_dir / "model.pt")
-        from fedgc.plots import plot_run
-
-        plot_run(log.rows, out_dir / "plots", title=scenario.name, target_accuracy=scenario.eval.target_accuracy)
+    for observer in observers:  # the plots among them: before the summary, which marks the folder complete
+        observer.finished(summary, log.rows, last_good)
+    if out_dir is not None:
         write_summary(out_dir / "summary.json", summary)  # last: its presence means the run folder is complete
     return summary

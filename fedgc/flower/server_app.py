@@ -16,11 +16,12 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 from flwr.superlink.grid.inmemory_grid import InMemoryGrid
 
-from fedgc.run.checkpoint import CHECKPOINT
 from fedgc.flower.loop import run_rounds
 from fedgc.flower.partition_grid import PartitionGrid
 from fedgc.flower.setup import NODE_WAIT_S, OUT_DIR, QUIET, scenario_from_run_config
 from fedgc.flower.superlink_grid import collecting
+from fedgc.run.checkpoint import CHECKPOINT
+from fedgc.run.observe import default_observers
 
 app = ServerApp()
 
@@ -38,5 +39,7 @@ def main(grid: Grid, context: Context) -> None:
     # A run folder is new or empty when a run starts (fedgc.run_folder), so a checkpoint in it means
     # `--resume`: the engine checked it against the scenario before starting the runtime.
     resume = out_dir is not None and (out_dir / CHECKPOINT).is_file()
+    observers = default_observers(scenario.rounds, out_dir, quiet=bool(context.run_config.get(QUIET, False)),
+                                  title=scenario.name, target_accuracy=scenario.eval.target_accuracy)
     run_rounds(partitioned, scenario, out_dir, measured=not isinstance(grid, InMemoryGrid),
-               quiet=bool(context.run_config.get(QUIET, False)), resume=resume)
+               observers=observers, resume=resume)

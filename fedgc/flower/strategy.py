@@ -8,9 +8,9 @@ optimizer. fedgc's round loop (``fedgc.flower.loop``) calls ``configure`` and ``
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -23,26 +23,12 @@ from fedgc.compress.base import Payload
 from fedgc.flower import keys
 from fedgc.flower.codec import CodecError, decode_update
 from fedgc.flower.validate import check_consistency, check_metrics, check_reply_to, elements, update_norm
+from fedgc.run.records import AggregationStats
 from fedgc.server_optim import ServerOptimizer
 
 # The robust defaults (norm bound, weight cap) judge an update against the round's others: they act
 # from this many valid updates on. With two there is no majority to tell which one is the outlier.
 ROBUST_MIN_UPDATES = 3
-
-
-@dataclass
-class AggregationStats:
-    """What ``aggregate`` did with one attempt's replies."""
-
-    received: int = 0
-    applied_nodes: list[int] = field(default_factory=list)
-    rejected: Counter = field(default_factory=Counter)
-    rejected_nodes: dict[int, str] = field(default_factory=dict)  # node -> reason (a node's first rejected reply)
-    train_loss: float | None = None
-    achieved_density: float | None = None
-    clipped_nodes: list[int] = field(default_factory=list)  # norm bounded (adaptive or absolute)
-    capped_nodes: list[int] = field(default_factory=list)  # weight share capped
-    skipped: bool = False  # too few valid updates: nothing applied
 
 
 @dataclass
