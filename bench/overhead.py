@@ -196,7 +196,7 @@ def main() -> None:
     torch.set_num_threads(1)
 
     from fedgc.engines import run_inline
-    from fedgc.run.parts import federated_data
+    from fedgc.core.parts import federated_data
     from fedgc.scenario import validate
 
     sc = validate(scenario(args.rounds, args.data_root))

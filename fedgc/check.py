@@ -83,8 +83,8 @@ def quick_check(scenario) -> str:
 def check_scenario(scenario, data) -> str:
     """The deep check (``data``: its loaded FederatedData): a one-line description of what the run would
     train on; ``ValueError``/``OSError`` if unusable."""
+    from fedgc.core.parts import build_model_for
     from fedgc.models import parameter_count
-    from fedgc.run.parts import build_model_for
     from fedgc.training import samples_asked
 
     model = build_model_for(scenario, data)

@@ -2,7 +2,7 @@
 
     fedgc run SCENARIO [options]     run a scenario (= python -m fedgc.simulate SCENARIO [options])
     fedgc check SCENARIO [--deep]    is it ready to run? validate it, find its files (--deep: load its data)
-    fedgc report RUN [RUN ...]       summarize runs (= python -m fedgc.report ...)
+    fedgc report RUN [RUN ...]       summarize runs (= python -m fedgc report ...)
     fedgc fetch ITEM [--dir D]       download data sets and traces (docs/data.md)
     fedgc export-data SCENARIO --out D   write partitions as device data (docs/deploy-edge.md)
     fedgc submit APP CONNECTION --run-config F   flwr run on a deployment, exit 1 if the run failed
@@ -38,7 +38,7 @@ def _check(argv):
 
 
 def _report(argv):
-    from fedgc.report import main
+    from fedgc.run_reports import main
     return main(argv)
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from fedgc.core.observe import RoundObserver, default_observers
 from fedgc.metrics import Summary
-from fedgc.run.observe import RoundObserver, default_observers
 from fedgc.scenario import Scenario
 
 # Exit codes of the command line (fedgc.simulate, sweeps): 2 the scenario or its inputs are invalid
@@ -33,8 +33,11 @@ class EngineUnavailable(ValueError):
     """An engine whose optional dependencies are not installed (reported in one line, exit 2)."""
 
 
-def run_flower(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False, resume: bool = False) -> Summary:
-    """Flower's simulation runtime (Ray): a local SuperLink with ``--simulation`` and ``flwr run``."""
+def run_flower(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False, resume: bool = False,
+               observers: Sequence[RoundObserver] = ()) -> Summary:
+    """Flower's simulation runtime (Ray): a local SuperLink with ``--simulation`` and ``flwr run``. The
+    loop runs in the runtime's ServerApp process, with its own progress line and plots: ``observers``
+    are not called here (``fedgc.api.runs`` replays the run folder to them)."""
     import importlib.util
 
     if importlib.util.find_spec("ray") is None:
@@ -42,7 +45,7 @@ def run_flower(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False,
     from fedgc.flower.flower_engine import run_on_simulation_runtime, with_absolute_paths
 
     if resume:  # refuse a resume here, in one line, before the runtime starts (the apps see absolute paths)
-        from fedgc.run.checkpoint import resumable
+        from fedgc.core.checkpoint import resumable
 
         resumable(out_dir, with_absolute_paths(scenario))
 
@@ -52,6 +55,7 @@ def run_flower(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False,
 ENGINES = {"inline": run_inline, "flower": run_flower}
 
 
-def run_scenario(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False, resume: bool = False) -> Summary:
+def run_scenario(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False, resume: bool = False,
+                 observers: Sequence[RoundObserver] = ()) -> Summary:
     """Run ``scenario`` on its engine into ``out_dir`` (a claimed run folder, or None for no files)."""
-    return ENGINES[scenario.engine](scenario, out_dir, quiet=quiet, resume=resume)
+    return ENGINES[scenario.engine](scenario, out_dir, quiet=quiet, resume=resume, observers=observers)

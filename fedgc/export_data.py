@@ -16,10 +16,10 @@ import shutil
 import sys
 from pathlib import Path
 
+from fedgc.core.parts import federated_data
 from fedgc.data.base import DataFileError
 from fedgc.data.device import save_device_data
 from fedgc.engines import EXIT_INVALID
-from fedgc.run.parts import federated_data
 from fedgc.scenario import ScenarioError, load_scenario
 
 

@@ -1,4 +1,4 @@
-"""The comparison table of ``fedgc.report``: one row per run, or per group of runs that differ only by
+"""The comparison table of ``fedgc.run_reports``: one row per run, or per group of runs that differ only by
 ``seed`` (mean ± sample standard deviation over the n runs of the group; see docs/metrics.md).
 Numbers are shown to three significant figures (a std to the mean's last decimal place); in csv and
 json, integer counts and byte totals stay integers."""

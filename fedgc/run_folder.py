@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 LOCK_NAME = ".fedgc.lock"
-CHECKPOINT = "checkpoint.pt"  # a run's last checkpoint (fedgc.run.checkpoint writes it)
+CHECKPOINT = "checkpoint.pt"  # a run's last checkpoint (fedgc.core.checkpoint writes it)
 FEDGC_MARKERS = ("scenario.yaml", "report.md", "sweep.yaml", LOCK_NAME)
 
 

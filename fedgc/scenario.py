@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -159,6 +160,32 @@ class Scenario(_Section):
     client_state: ClientStateConfig = Field(default_factory=ClientStateConfig)
     checkpoint_every: int = Field(10, ge=0, le=1_000_000,
                                   description="write a resumable checkpoint every N rounds (0: never)")
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, overrides: Mapping[str, Any] | None = None) -> Scenario:
+        """Read and validate a scenario file; ``overrides``: ``{dotted key: value}`` as ``--set`` takes."""
+        return load_scenario(path).with_overrides(overrides or {})
+
+    @classmethod
+    def from_dict(cls, tree: Mapping[str, Any]) -> Scenario:
+        """Validate a mapping of scenario keys (nested sections, as in a YAML file)."""
+        return validate(dict(tree))
+
+    @classmethod
+    def build(cls, **keys: Any) -> Scenario:
+        """From keyword arguments: ``Scenario.build(name="x", rounds=5, data={"dataset": "digits"})``."""
+        return validate(keys)
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> Scenario:
+        """A copy with ``{dotted key: value}`` set (the keys ``--set`` takes), validated again."""
+        tree = self.model_dump(mode="json")
+        for key, value in overrides.items():
+            set_dotted(tree, key, value)
+        return validate(tree)
+
+    def to_yaml(self) -> str:
+        """The scenario, every default filled in, as YAML (what a run folder's ``scenario.yaml`` holds)."""
+        return dump_scenario(self)
 
     @model_validator(mode="after")
     def _gpu_share_needs_flower(self) -> Scenario:

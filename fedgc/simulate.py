@@ -20,8 +20,8 @@ from pathlib import Path
 
 from fedgc.bounded import writing
 from fedgc.compare import human_summary
-from fedgc.engines import EXIT_DIVERGED, EXIT_INVALID, run_scenario
-from fedgc.run.stop import INTERRUPTED
+from fedgc.core.stop import INTERRUPTED
+from fedgc.engines import EXIT_DIVERGED, EXIT_INVALID
 from fedgc.run_folder import claim_folder, lock_existing, new_run_folder
 from fedgc.scenario import ScenarioError, dump_scenario, load_scenario
 from fedgc.sweep_jobs import default_jobs, parse_jobs
@@ -71,13 +71,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds is not None:
         args.sweeps.append(f"seed={args.seeds}")
     if args.sweeps:
-        from fedgc.sweep import sweep_main
+        from fedgc.sweep_runner import sweep_main
 
         return sweep_main(args.scenario, args.overrides, args.sweeps, args.out, args.quiet,
                           resume=args.resume, check=args.check, overwrite=args.overwrite,
                           jobs=args.jobs or default_jobs())
     if args.resume and args.scenario is None and not (args.out or args.overrides or args.overwrite or args.check):
-        from fedgc.sweep import is_sweep_folder, resume_sweep
+        from fedgc.sweep_runner import is_sweep_folder, resume_sweep
 
         if is_sweep_folder(Path(args.resume)):
             return resume_sweep(Path(args.resume), args.quiet, jobs=args.jobs or default_jobs())
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             scenario = load_scenario(out_dir / "scenario.yaml")
         else:
             scenario = load_scenario(args.scenario, args.overrides)
-        from fedgc.run.parts import federated_data
+        from fedgc.core.parts import federated_data
 
         data = federated_data(scenario)  # load and partition now, so bad data fails fast with exit 2
         if args.check:
@@ -127,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
                 return _compare(scenario, out_dir, args)
             with writing(out_dir / "scenario.yaml"):
                 (out_dir / "scenario.yaml").write_text(dump_scenario(scenario))
-        summary = run_scenario(scenario, out_dir, quiet=args.quiet, resume=bool(args.resume))
+        from fedgc.api.runs import run_in_folder  # what fedgc.run does: one code path
+
+        summary = run_in_folder(scenario, out_dir, quiet=args.quiet, resume=bool(args.resume)).summary
     except (ScenarioError, ValueError, OSError) as err:
         print(f"error: {err}".splitlines()[0], file=sys.stderr)
         return EXIT_INVALID

@@ -3,7 +3,7 @@
 Each point is an ordinary run in a process of its own, forked from a fork server (a fresh interpreter
 that imported fedgc once, so nothing of the parent's threads or state is inherited and no worker pays
 for the imports again), with PyTorch pinned to ``$FEDGC_THREADS`` threads as in every
-fedgc process (``fedgc.run.threads``), so a point's numbers do not depend on which process ran it
+fedgc process (``fedgc.core.threads``), so a point's numbers do not depend on which process ran it
 or on what ran beside it: a sweep with ``--jobs 2`` writes the same files as with ``--jobs 1``
 (``tests/test_sweep_jobs.py``). Results come back in the sweep's order, whatever order they finish in.
 Progress lines are off in the workers (N lines would overwrite each other).
@@ -18,7 +18,7 @@ from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from typing import TypeVar
 
 Task = TypeVar("Task")
-PRELOAD = ["fedgc.sweep", "fedgc.engines", "fedgc.run.parts", "fedgc.plots", "sklearn.datasets"]  # imported once, by the fork server
+PRELOAD = ["fedgc.sweep_runner", "fedgc.engines", "fedgc.core.parts", "fedgc.plots", "sklearn.datasets"]  # imported once, by the fork server
 
 
 def _alive(pid: int) -> bool:

@@ -12,7 +12,7 @@ from fedgc.flower import keys
 from fedgc.flower.inline_grid import InlineGrid
 from fedgc.flower.loop import _as_record, build_strategy
 from fedgc.flower.strategy import SelectionPolicy
-from fedgc.run.parts import build_model_for, federated_data, server_optimizer
+from fedgc.core.parts import build_model_for, federated_data, server_optimizer
 from fedgc.scenario import validate
 
 

@@ -19,13 +19,13 @@ QUICKSTART = str(REPO / "scenarios" / "quickstart.yaml")
 
 def test_check_does_not_load_the_training_data_unless_deep(monkeypatch, capsys):
     import fedgc.data
-    import fedgc.run.parts
+    import fedgc.core.parts
 
     def loaded(*args, **kwargs):
         raise AssertionError("the training data was loaded")
 
     monkeypatch.setattr(fedgc.data, "load_federated", loaded)
-    monkeypatch.setattr(fedgc.run.parts, "federated_data", loaded)
+    monkeypatch.setattr(fedgc.core.parts, "federated_data", loaded)
     assert check.main([QUICKSTART]) == 0
     assert capsys.readouterr().out.startswith("ok: quickstart: 10 clients, dataset digits")
     seen = []
@@ -37,7 +37,7 @@ def test_check_does_not_load_the_training_data_unless_deep(monkeypatch, capsys):
 @pytest.mark.slow
 def test_check_imports_no_data_loader_in_its_own_process():
     code = ("import sys; from fedgc.check import main; code = main([%r]); "
-            "print(code, sorted(m for m in ('sklearn', 'fedgc.engines', 'fedgc.run.parts') if m in sys.modules))")
+            "print(code, sorted(m for m in ('sklearn', 'fedgc.engines', 'fedgc.core.parts') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code % QUICKSTART], capture_output=True, text=True, timeout=120,
                           check=False)
     assert proc.stdout.splitlines()[-1] == "0 []", proc.stderr

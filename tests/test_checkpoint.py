@@ -16,7 +16,7 @@ import pytest
 import torch
 import yaml
 
-from fedgc.run.checkpoint import CHECKPOINT
+from fedgc.core.checkpoint import CHECKPOINT
 from fedgc.simulate import main
 from tests.conftest import REPO
 
@@ -37,7 +37,7 @@ def stateful_scenario(tiny: dict, rounds: int, every: int) -> dict:
 def checkpoint_state(run_dir: Path) -> dict:
     """The run part of the checkpoint (rounds done, metrics rows, global model), read the way a resume
     reads it (plain data only)."""
-    from fedgc.run.checkpoint import read_file
+    from fedgc.core.checkpoint import read_file
 
     return read_file(run_dir / CHECKPOINT)[0]["state"]["run"]
 
@@ -200,7 +200,7 @@ FLAT_NETWORK = {
 def test_a_run_folder_with_the_flat_network_section_resumes(tmp_path, tiny_scenario, flat_changes, named, capsys):
     """A run folder from before the tagged network sections resumes to the uninterrupted metrics; a
     checkpoint whose network really differs is still refused, naming the key in today's form."""
-    from fedgc.run.resume_check import fingerprint, flat_fields
+    from fedgc.core.resume_check import fingerprint, flat_fields
 
     full = tmp_path / "full"
     assert run_cli(str(write(tmp_path / "s.yaml", stateful_scenario(tiny_scenario, rounds=6, every=2))),
@@ -210,7 +210,7 @@ def test_a_run_folder_with_the_flat_network_section_resumes(tmp_path, tiny_scena
     tree = yaml.safe_load((full / "scenario.yaml").read_text())
     tree["network"] = dict(FLAT_NETWORK)
     write(old / "scenario.yaml", tree)
-    from fedgc.run.checkpoint import read_file, write_file
+    from fedgc.core.checkpoint import read_file, write_file
 
     payload, _ = read_file(full / CHECKPOINT)
     fields = flat_fields({**tree, "network": {**FLAT_NETWORK, **flat_changes}})
@@ -281,7 +281,7 @@ def test_raising_rounds_extends_a_run_like_a_run_started_with_more_rounds(tmp_pa
 def _rewrite_checkpoint(run_dir: Path, edit) -> None:
     """Edit the checkpoint as a forger would: with a digest header that matches the edited bytes (so the
     checks behind the digest are what refuses it)."""
-    from fedgc.run.checkpoint import read_file, write_file
+    from fedgc.core.checkpoint import read_file, write_file
 
     payload, _ = read_file(run_dir / CHECKPOINT)
     edit(payload)
@@ -332,7 +332,7 @@ def test_a_checkpoint_with_any_byte_flipped_is_refused_and_changes_nothing(tmp_p
 def test_a_failed_checkpoint_write_is_one_line_and_keeps_the_previous_checkpoint(tmp_path):
     """ENOSPC (or PyTorch's RuntimeError for it) while writing: one line naming the file, no .tmp left,
     the previous checkpoint byte for byte."""
-    from fedgc.run.checkpoint import CheckpointWriteError, write_file
+    from fedgc.core.checkpoint import CheckpointWriteError, write_file
 
     path = tmp_path / CHECKPOINT
     write_file(path, {"format": 4, "x": torch.zeros(3)})
@@ -369,7 +369,7 @@ def test_a_checkpoint_holding_a_code_running_object_is_refused_and_the_code_does
     assert "not a plain-data checkpoint" in err
     assert not marker.exists()
     # The file is live: an unpickling load (what format 1 did) would have run it.
-    from fedgc.run.checkpoint import read_file
+    from fedgc.core.checkpoint import read_file
 
     read_file(out / CHECKPOINT, weights_only=False)
     assert marker.read_text() == "ran"

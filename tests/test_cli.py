@@ -1,4 +1,4 @@
-"""The ``fedgc`` console script: it dispatches to fedgc.simulate / fedgc.report / fedgc.fetch with the
+"""The ``fedgc`` console script: it dispatches to fedgc.simulate / fedgc.run_reports / fedgc.fetch with the
 arguments unchanged, and a fresh folder with only the scenarios runs after ``fedgc fetch``."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def fedgc(*args: str, cwd: Path | None = None, env: dict | None = None, drop: tu
 @pytest.mark.parametrize(("argv", "module", "expected"), [
     (["run", "s.yaml", "--set", "rounds=2", "--out", "o"], "fedgc.simulate", ["s.yaml", "--set", "rounds=2", "--out", "o"]),
     (["check", "s.yaml", "--set", "rounds=2"], "fedgc.check", ["s.yaml", "--set", "rounds=2"]),
-    (["report", "r1", "r2", "--format", "csv"], "fedgc.report", ["r1", "r2", "--format", "csv"]),
+    (["report", "r1", "r2", "--format", "csv"], "fedgc.run_reports", ["r1", "r2", "--format", "csv"]),
     (["fetch", "traces", "--dir", "d"], "fedgc.fetch", ["traces", "--dir", "d"]),
     (["export-data", "s.yaml", "--out", "d"], "fedgc.export_data", ["s.yaml", "--out", "d"]),
 ])
@@ -78,7 +78,7 @@ def test_check_run_and_report_through_the_console_script(tmp_path, tiny_scenario
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["rounds"] == 1
     report = fedgc("report", str(tmp_path / "run"), "--format", "csv")
     assert report.returncode == 0 and "tiny" in report.stdout, report.stderr
-    plain = subprocess.run([sys.executable, "-m", "fedgc.report", str(tmp_path / "run"), "--format", "csv"],
+    plain = subprocess.run([sys.executable, "-m", "fedgc.run_reports", str(tmp_path / "run"), "--format", "csv"],
                            capture_output=True, text=True, timeout=120, check=False)
     assert plain.stdout == report.stdout  # the python -m form keeps working, with the same output
 

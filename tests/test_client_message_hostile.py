@@ -27,7 +27,7 @@ from fedgc.flower.client_checks import ClientRefusal
 from fedgc.flower.client_config import client_config_record
 from fedgc.flower.client_state import pack_state
 from fedgc.flower.setup import SCENARIO_YAML
-from fedgc.run.parts import build_model_for, federated_data
+from fedgc.core.parts import build_model_for, federated_data
 from fedgc.scenario import dump_scenario, validate
 from tests.flower_messages import instruction
 

@@ -98,7 +98,7 @@ def test_an_interrupted_quickstart_keeps_its_work_and_resumes_to_the_uninterrupt
                                                f"fedgc run --resume {out}")
     assert (out / "model.pt").is_file() and any((out / "plots").iterdir()) and (out / "checkpoint.pt").is_file()
     assert stdout.startswith("quickstart: ")
-    from fedgc.report import read_run
+    from fedgc.run_reports import read_run
 
     assert read_run(out).summary.stopped_reason == "interrupted"  # fedgc report takes the folder as it is
     done = subprocess.run([sys.executable, "-m", "fedgc.simulate", "--resume", str(out), "--quiet"], cwd=REPO,

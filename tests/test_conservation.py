@@ -88,7 +88,7 @@ def test_produced_equals_applied_plus_residuals_when_half_the_uploads_fail(tmp_p
         "eval": {"target_accuracy": 0.9},
     })
     from fedgc.models import build_model
-    from fedgc.run.parts import federated_data
+    from fedgc.core.parts import federated_data
 
     data = federated_data(scenario)
     shapes = {k: tuple(v.shape) for k, v in build_model("mlp", data.input_shape, data.num_classes, 0).state_dict().items()}

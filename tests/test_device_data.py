@@ -22,7 +22,7 @@ from fedgc.data import ArrayDataset
 from fedgc.data.base import DataFileError
 from fedgc.data.device import check_fits, load_device_data, save_device_data
 from fedgc.engines import run_scenario
-from fedgc.run.parts import federated_data
+from fedgc.core.parts import federated_data
 from fedgc.scenario import validate
 
 from .test_deployment import SCENARIO, local_deployment, submit

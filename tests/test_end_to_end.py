@@ -109,7 +109,7 @@ def test_clients_over_selection_discards_are_not_dropouts(tmp_path, tiny_scenari
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert all((r["selected"], r["completed"], r["discarded"], r["late"], r["cut"]) == (4, 2, 2, 0, 0) for r in rows)
     assert (summary.clients_dropped, summary.clients_discarded) == (0, 4)
-    from fedgc.report import read_run, render, report_row
+    from fedgc.run_reports import read_run, render, report_row
 
     row = report_row(read_run(tmp_path))
     assert (row.dropouts, row.discarded) == (0, 4)

@@ -15,7 +15,7 @@ from fedgc.flower.exchange import describe_failure
 from fedgc.flower.inline_grid import InlineGrid
 from fedgc.flower.loop import run_rounds
 from fedgc.metrics import FailureLog, RoundRecord, read_jsonl, read_metrics
-from fedgc.run.records import idle_reason
+from fedgc.core.records import idle_reason
 from fedgc.scenario import validate
 from fedgc.simulate import main
 

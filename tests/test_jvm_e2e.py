@@ -199,7 +199,7 @@ def test_jvm_node_trains_in_a_dgc_run_with_compressed_downloads(tmp_path, jar): 
     # The checkpoint after round 2 asked every node for its state (query.state): the JVM node's holds
     # its memory, round 2's pending update and a replica equal to the server's record of it.
     from fedgc.compress.downlink import model_digest
-    from fedgc.run import checkpoint
+    from fedgc.core import checkpoint
 
     saved, _ = checkpoint.load(out)
     assert saved["run"]["round"] == 2

@@ -1,4 +1,4 @@
-"""Checkpoint state as plain data (``fedgc.run.plain_state``): what goes in comes back, shared
+"""Checkpoint state as plain data (``fedgc.core.plain_state``): what goes in comes back, shared
 references and cycles included, through ``torch.load(weights_only=True)``; nothing else is rebuilt."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import pytest
 import simpy
 import torch
 
-from fedgc.run.plain_state import PlainStateError, from_plain, to_plain
 from fedgc.network.availability import ExponentialOnOff
 from fedgc.network.device import Device
 from fedgc.network.links.gilbert_elliott import GilbertElliottLink
 from fedgc.network.timeline import ClientNetwork, NetworkModel
+from fedgc.core.plain_state import PlainStateError, from_plain, to_plain
 
 
 def through_file(value):

@@ -20,7 +20,7 @@ from fedgc.plots import (
 from fedgc.plots.style import bytes_unit, time_unit
 from fedgc.progress import Progress, RunSoFar, progress_text
 from fedgc.scenario import validate
-from fedgc.sweep import run_point
+from fedgc.sweep_runner import run_point
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedgc.run.checkpoint import CHECKPOINT
+from fedgc.core.checkpoint import CHECKPOINT
 from fedgc.run_folder import LOCK_NAME, RunLock
 from fedgc.simulate import main
 from tests.conftest import REPO
@@ -206,7 +206,7 @@ def test_sweeps_get_their_own_folders_and_refuse_a_used_one(tmp_path, tiny_scena
 
 def test_run_point_from_python_replaces_an_earlier_run_in_its_folder(tmp_path, tiny_scenario):
     from fedgc.scenario import validate
-    from fedgc.sweep import run_point
+    from fedgc.sweep_runner import run_point
 
     folder = tmp_path / "nb"
     run_point(validate({**tiny_scenario, "rounds": 3, "checkpoint_every": 1}), folder)

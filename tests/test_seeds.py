@@ -1,4 +1,4 @@
-"""``--seeds``: one run folder per seed; ``fedgc.report`` groups runs that differ only by seed into one
+"""``--seeds``: one run folder per seed; ``fedgc.run_reports`` groups runs that differ only by seed into one
 row (mean ± sample std, numpy's ``std(ddof=1)``, and n) and one overlay line with a ±std band; a sweep
 folder reports its runs; two runs of one seed are refused unless ``--allow-duplicate-seeds``."""
 
@@ -16,8 +16,8 @@ from matplotlib.collections import PolyCollection
 
 from fedgc.plots import COMPARE_PLOT_FILES, accuracy_points
 from fedgc.plots.compare import mean_series, overlay_figure
-from fedgc.report import main as report_main
-from fedgc.report import read_runs
+from fedgc.run_reports import main as report_main
+from fedgc.run_reports import read_runs
 from fedgc.simulate import main as simulate_main
 
 TINY = {"name": "tiny-seeds", "seed": 11, "rounds": 2,

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedgc.report import read_runs
+from fedgc.run_reports import read_runs
 from fedgc.simulate import main
-from fedgc.sweep import SweepAxis, SweepError, sweep_points
+from fedgc.sweep_runner import SweepAxis, SweepError, sweep_points
 
 TINY = {"name": "tiny-sweep", "seed": 11, "rounds": 1,
         "data": {"dataset": "digits", "num_clients": 3, "partition": "iid"},

@@ -16,13 +16,13 @@ import torch
 from flwr.app import ArrayRecord, Context, Message, MessageType, RecordDict
 
 from fedgc.compress.downlink import Weights, apply_download, as_replica, model_digest
+from fedgc.core.parts import build_model_for
 from fedgc.flower import keys
 from fedgc.flower.batched import BATCHED_DELTA, BATCHED_TRAIN
 from fedgc.flower.client_state import pack_state, unpack_state
 from fedgc.flower.codec import decode_update
 from fedgc.flower.downlink_stage import BASE_DIGEST, DELTA_KEY, NEW_DIGEST, RESET
 from fedgc.flower.setup import scenario_from_run_config
-from fedgc.run.parts import build_model_for
 
 REPLICA_KEY = "fedgc.replica"
 

@@ -20,9 +20,9 @@ from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
 from fedgc.compress.downlink import DownlinkConfig, Weights, as_replica, make_download, model_digest
+from fedgc.core.parts import client_seed
 from fedgc.flower import keys
 from fedgc.flower.codec import encode_update
-from fedgc.run.parts import client_seed
 
 DELTA_KEY = "model-delta"  # the compressed difference, in place of the "arrays" record
 BASE_DIGEST = "downlink-base"  # digest of the replica the difference applies to

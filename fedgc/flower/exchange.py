@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from flwr.app import Message
 from flwr.serverapp import Grid
 
+from fedgc.core.records import ClientFailure, TrainRoundTraffic
 from fedgc.flower import keys
 from fedgc.flower.partition_grid import poll_replies
 from fedgc.flower.wire import message_wire_size
 from fedgc.network.timeline import ClientJob, ClientTiming, NetworkModel, RoundTimeline
-from fedgc.run.records import ClientFailure, TrainRoundTraffic
 
 # How long a round waits for replies at most (real seconds; Flower's own default for a round).
 REPLY_TIMEOUT_S = 3600.0

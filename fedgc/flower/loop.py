@@ -25,6 +25,13 @@ from flwr.serverapp import Grid
 from fedgc.bounded import writing
 from fedgc.compress.base import DensePayload
 from fedgc.compress.warmup import recorded_density
+from fedgc.core import checkpoint
+from fedgc.core.observe import ProgressObserver, RoundObserver
+from fedgc.core.parts import build_model_for, density_schedule, federated_data, server_optimizer
+from fedgc.core.records import Idle, client_rows, idle_reason, round_record
+from fedgc.core.resume_check import scenario_record
+from fedgc.core.stop import INTERRUPTED, StopRequest, clear_stop, stop_requests
+from fedgc.core.threads import pin_threads
 from fedgc.data import FederatedData
 from fedgc.execution.device import deterministic_algorithms, resolve_device
 from fedgc.flower import keys
@@ -37,13 +44,6 @@ from fedgc.flower.strategy import Diverged, FedgcStrategy, SelectionPolicy
 from fedgc.flower.wire import message_wire_size
 from fedgc.metrics import FailureLog, MetricsLog, RoundsLog, Summary, read_rounds, write_summary
 from fedgc.network.build import build_network
-from fedgc.run import checkpoint
-from fedgc.run.observe import ProgressObserver, RoundObserver
-from fedgc.run.parts import build_model_for, density_schedule, federated_data, server_optimizer
-from fedgc.run.records import Idle, client_rows, idle_reason, round_record
-from fedgc.run.resume_check import scenario_record
-from fedgc.run.stop import INTERRUPTED, StopRequest, clear_stop, stop_requests
-from fedgc.run.threads import pin_threads
 from fedgc.scenario import Scenario
 from fedgc.training import evaluate, samples_asked
 
@@ -86,9 +86,9 @@ def run_rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, *, mea
                observers: Sequence[RoundObserver] = (), resume: bool = False, graceful_stop: bool = False) -> Summary:
     """Run (or with ``resume``, continue from ``out_dir``'s checkpoint) the scenario's rounds through
     ``transport``; ``measured``: a real deployment (wall-clock exchange), else the simulated network.
-    ``observers`` see each round (``fedgc.run.observe``: the progress line, plots, a callback).
+    ``observers`` see each round (``fedgc.core.observe``: the progress line, plots, a callback).
     ``graceful_stop``: the first Ctrl-C or SIGTERM stops the run after its round, keeping its work
-    (``fedgc.run.stop``)."""
+    (``fedgc.core.stop``)."""
     quiet = not any(isinstance(o, ProgressObserver) and o.enabled for o in observers)
     with deterministic_algorithms(scenario.deterministic), stop_requests(graceful_stop, quiet) as stop:
         stop.watch(out_dir)

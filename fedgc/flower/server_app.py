@@ -16,12 +16,12 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 from flwr.superlink.grid.inmemory_grid import InMemoryGrid
 
+from fedgc.core.checkpoint import CHECKPOINT
+from fedgc.core.observe import default_observers
 from fedgc.flower.loop import run_rounds
 from fedgc.flower.partition_grid import PartitionGrid
 from fedgc.flower.setup import NODE_WAIT_S, OUT_DIR, QUIET, scenario_from_run_config
 from fedgc.flower.superlink_grid import collecting
-from fedgc.run.checkpoint import CHECKPOINT
-from fedgc.run.observe import default_observers
 
 app = ServerApp()
 

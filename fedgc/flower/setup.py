@@ -1,5 +1,5 @@
 """The run-config keys both apps read, and the scenario they name (no state; the parts derived from
-the scenario are in ``fedgc.run.parts``)."""
+the scenario are in ``fedgc.core.parts``)."""
 
 from __future__ import annotations
 

@@ -20,10 +20,10 @@ from flwr.serverapp.strategy import FedAvg
 
 from fedgc.compress.aggregate import aggregate_payloads, capped_shares, coordinate_wise, norm_bounds
 from fedgc.compress.base import Payload
+from fedgc.core.records import AggregationStats
 from fedgc.flower import keys
 from fedgc.flower.codec import CodecError, decode_update
 from fedgc.flower.validate import check_consistency, check_metrics, check_reply_to, elements, update_norm
-from fedgc.run.records import AggregationStats
 from fedgc.server_optim import ServerOptimizer
 
 # The robust defaults (norm bound, weight cap) judge an update against the round's others: they act

@@ -1,4 +1,4 @@
-"""Overlays comparing runs (``python -m fedgc.report --out DIR``): accuracy vs simulated time and vs
+"""Overlays comparing runs (``python -m fedgc.run_reports --out DIR``): accuracy vs simulated time and vs
 uploaded bytes (a log axis: compressed and dense uploads differ by orders of magnitude), one line per
 run; a group of seeds is its mean line with a ±std band (sample std)."""
 

@@ -9,9 +9,9 @@ updates, downlink replica). Each part owns its state; nothing here reads another
 It is written to ``checkpoint.pt.tmp``, flushed to disk and renamed over ``checkpoint.pt``: a crash
 at any moment leaves either the previous checkpoint or the new one, never a torn file.
 
-Format 4 holds only plain data (``fedgc.run.plain_state``) and is read with
+Format 4 holds only plain data (``fedgc.core.plain_state``) and is read with
 ``torch.load(weights_only=True)``: opening a checkpoint never runs code from it. It also holds the
-scenario it was written for and its fingerprint (``fedgc.run.resume_check``), so a resume with an
+scenario it was written for and its fingerprint (``fedgc.core.resume_check``), so a resume with an
 edited scenario is refused unless the change is one that ``RESUMABLE`` allows. The file starts with
 a header line ``fedgc-checkpoint 4 <sha256>`` giving the SHA-256 of every byte after it: a checkpoint
 changed behind fedgc's back (one flipped byte anywhere) is refused in one line before it is read.
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from fedgc.run.plain_state import PlainStateError, from_plain, to_plain
+from fedgc.core.plain_state import PlainStateError, from_plain, to_plain
 from fedgc.run_folder import CHECKPOINT
 
 # 1: pickled objects; 2: one flat record of every part's fields; 3: {part: part.state_dict()};
@@ -188,7 +188,7 @@ def load(run_dir: Path) -> tuple[dict, dict]:
 
 def resumable(run_dir: Path, scenario) -> dict:
     """The checkpoint's state, once it is known to belong to ``scenario`` (else one-line ``CheckpointError``)."""
-    from fedgc.run.resume_check import refusal
+    from fedgc.core.resume_check import refusal
 
     state, saved_scenario = load(run_dir)
     refused = refusal(saved_scenario, scenario, state["run"]["round"])

@@ -1,4 +1,4 @@
-"""``python -m fedgc.report RUN_DIR [RUN_DIR ...] [--out DIR] [--format md|csv|json]``
+"""``python -m fedgc.run_reports RUN_DIR [RUN_DIR ...] [--out DIR] [--format md|csv|json]``
 
 Compares finished runs side by side. Reads only the run folders (``summary.json``, ``metrics.jsonl``,
 ``scenario.yaml``); prints the table (markdown by default) and, with ``--out``, writes it there as

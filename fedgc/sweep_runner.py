@@ -2,7 +2,7 @@
 
 Runs the cartesian product of the swept values, each point a normal run folder under the output
 folder (``OUT/compression.name=none/``; with several keys ``OUT/compression.name=none,client.lr=0.1/``),
-then writes the comparison (``OUT/report.md`` and the overlay plots, see ``fedgc.report``) and prints
+then writes the comparison (``OUT/report.md`` and the overlay plots, see ``fedgc.run_reports``) and prints
 its table. ``--set`` applies to every point; a swept key wins over a ``--set`` of the same key.
 Values are parsed like ``--set`` values (YAML: numbers, booleans, null) and cannot contain commas.
 ``--seeds 0,1,2`` is ``--sweep seed=0,1,2``; the report groups runs that differ only by seed.
@@ -31,8 +31,8 @@ import yaml
 
 from fedgc import yaml12
 from fedgc.bounded import SCENARIO_MAX_BYTES, read_text
+from fedgc.core.stop import INTERRUPTED
 from fedgc.metrics import Summary
-from fedgc.run.stop import INTERRUPTED
 from fedgc.scenario import Scenario, ScenarioError, dump_scenario, load_tree, parse_override, set_dotted, validate
 
 MAX_SWEEP_POINTS = 1000
@@ -153,8 +153,8 @@ def _run_or_resume(point: SweepPoint, scenario: Scenario, folder: Path, *, quiet
     """A point's run: with ``resume``, a finished point is read back, one with a checkpoint continues
     from it, and one without is run again from the start (its folder cleared)."""
     from fedgc.engines import run_scenario
-    from fedgc.report import read_run
     from fedgc.run_folder import CHECKPOINT, lock_existing
+    from fedgc.run_reports import read_run
 
     def same_plan() -> None:
         """A point folder written for another plan is never read or continued as this plan's."""
@@ -195,7 +195,7 @@ def run_sweep(base_tree: dict[str, Any], axes: list[SweepAxis], out_dir: Path, *
     (with ``resume``, finish the sweep in ``out_dir``: see the module's docstring). ``jobs``: points
     run at a time, each in its own process (``fedgc.sweep_jobs``; the same files as one at a time).
     ``log``: a callable taking one line of progress (e.g. ``print``), or None for silence."""
-    from fedgc.report import read_runs, write_report
+    from fedgc.run_reports import read_runs, write_report
 
     planned = plan(base_tree, axes)
     if not resume:
@@ -245,7 +245,7 @@ def is_sweep_folder(folder: Path) -> bool:
 def check_points(base_tree: dict[str, Any], axes: list[SweepAxis]) -> list[str]:
     """``--check`` for every point: load its data, build its model and network, train nothing."""
     from fedgc.check import check_scenario
-    from fedgc.run.parts import federated_data
+    from fedgc.core.parts import federated_data
 
     lines = []
     for point, scenario in plan(base_tree, axes):

@@ -1,0 +1,71 @@
+"""fedgc: what does compression buy, in bytes, simulated wall-clock time and accuracy, on real mobile
+networks? A federated-learning simulator (Flower clients, DGC and 14 other compressors, a simpy model
+of mobile links).
+
+The public Python API (docs/api.md) — everything else in the package may change::
+
+    import fedgc
+
+    scenario = fedgc.Scenario.from_yaml("scenarios/quickstart.yaml", {"rounds": 5})
+    run = fedgc.run(scenario)                  # in this process; no files unless out=...
+    print(run.summary.final_accuracy, run.summary.bytes_up)
+    sweep = fedgc.sweep(scenario, {"compression.density": [0.01, 0.001]}, seeds=[0, 1])
+    print(sweep.table())
+
+The names are imported when first used, so ``import fedgc`` stays light (the command line starts fast).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Public name -> the module that defines it.
+_PUBLIC = {
+    "Scenario": "fedgc.scenario",
+    "ScenarioError": "fedgc.scenario",
+    "Run": "fedgc.api.runs",
+    "run": "fedgc.api.runs",
+    "load_run": "fedgc.api.runs",
+    "Sweep": "fedgc.api.sweeps",
+    "sweep": "fedgc.api.sweeps",
+    "load_sweep": "fedgc.api.sweeps",
+    "report": "fedgc.api.sweeps",
+    "plot": "fedgc.api.sweeps",
+    "table": "fedgc.api.sweeps",
+    "RoundRecord": "fedgc.metrics",
+    "ClientRecord": "fedgc.metrics",
+    "Summary": "fedgc.metrics",
+    "RoundObserver": "fedgc.core.observe",
+}
+
+__all__ = [
+    "ClientRecord",
+    "RoundObserver",
+    "RoundRecord",
+    "Run",
+    "Scenario",
+    "ScenarioError",
+    "Summary",
+    "Sweep",
+    "load_run",
+    "load_sweep",
+    "plot",
+    "report",
+    "run",
+    "sweep",
+    "table",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fedgc' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PUBLIC])

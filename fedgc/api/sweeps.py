@@ -1,0 +1,147 @@
+"""``fedgc.sweep_runner``, ``fedgc.load_sweep``, ``fedgc.run_reports`` and ``fedgc.plot``: several runs side by
+side, through the same sweep runner, report table and overlay plots as ``fedgc run --sweep`` and
+``fedgc report``."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fedgc.api.runs import Run, as_scenario, load_run
+from fedgc.report_table import GroupRow, RunResult, group_runs, render
+from fedgc.scenario import Scenario
+
+
+def _result(run: Run, label: str) -> RunResult:
+    """A run as the report reads it (its folder's name, or ``label`` for a run kept in memory)."""
+    scenario = run.scenario.model_dump(mode="json")
+    return RunResult(label, run.out_dir or Path(label), run.summary, run.rounds,
+                     str(scenario["compression"]["name"]), scenario)
+
+
+def _labels(runs: Sequence[Run]) -> list[str]:
+    from fedgc.run_reports import unique_labels
+
+    if all(r.out_dir is not None for r in runs):
+        return unique_labels([r.out_dir for r in runs])
+    return [f"{r.scenario.name}-{i}" for i, r in enumerate(runs, start=1)]
+
+
+def table(runs: Sequence[Run], fmt: str = "md") -> str:
+    """The report table of ``runs``: one row per scenario, runs that differ only by seed averaged
+    (mean ± sample std, n shown); ``fmt`` ``md``, ``csv`` or ``json``."""
+    if fmt not in ("md", "csv", "json"):
+        raise ValueError(f"fmt must be md, csv or json, not {fmt!r}")
+    return render(table_rows(runs), fmt)
+
+
+def table_rows(runs: Sequence[Run]) -> list[GroupRow]:
+    """The rows of ``table``, typed."""
+    from fedgc.run_reports import report_rows
+
+    return report_rows(group_runs([_result(r, label) for r, label in zip(runs, _labels(runs))]))
+
+
+def report(runs: Iterable[Run | str | Path], out: str | Path | None = None, fmt: str = "md") -> str:
+    """The table ``fedgc report`` prints for runs or run folders (a sweep folder stands for its runs);
+    with ``out``, also writes ``report.<fmt>`` and the overlay plots there, as ``fedgc report --out``."""
+    from fedgc.run_reports import run_folders
+
+    loaded: list[Run] = []
+    for item in runs:
+        if isinstance(item, Run):
+            loaded.append(item)
+        else:
+            loaded += [load_run(p) for p in run_folders([item])]
+    if out is not None:
+        plot(loaded, out)
+    text = table(loaded, fmt)
+    if out is not None:
+        Path(out, f"report.{fmt}").write_text(text, encoding="utf-8")
+    return text
+
+
+def plot(runs: Sequence[Run], out: str | Path) -> list[Path]:
+    """The overlay plots ``fedgc report --out`` draws (accuracy against simulated time and against
+    uploaded bytes; seeds averaged with a ±std band) into ``out``; returns the files written."""
+    from fedgc.plots import accuracy_points, plot_comparison
+    from fedgc.plots.compare import mean_series
+
+    results = [_result(r, label) for r, label in zip(runs, _labels(runs))]
+    groups = group_runs(results)
+    rows = table_rows(runs)
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return plot_comparison([mean_series(row.row.run, [accuracy_points(r.rows) for r in group],
+                                        group[0].summary.target_accuracy) for row, group in zip(rows, groups)],
+                           out_dir)
+
+
+@dataclass
+class Sweep:
+    """The runs of a sweep: from ``sweep``, in plan order (the last swept key varies fastest); from
+    ``load_sweep``, in folder-name order. ``out_dir``: the sweep folder (None: no files were kept)."""
+
+    runs: list[Run]
+    out_dir: Path | None = None
+
+    def table(self, fmt: str = "md") -> str:
+        """The report table: one row per point, seeds averaged (mean ± sample std, n shown)."""
+        return table(self.runs, fmt)
+
+    def to_pandas(self) -> Any:
+        """One row per run: its swept values' scenario and summary fields (needs pandas)."""
+        from dataclasses import asdict
+
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError("Sweep.to_pandas needs pandas, which is not installed: pip install pandas") from None
+        return pandas.DataFrame([{"name": r.scenario.name, "seed": r.scenario.seed,
+                                  "compressor": r.scenario.compression.name, **asdict(r.summary)} for r in self.runs])
+
+
+def sweep(scenario: Scenario | dict | str | Path, grid: Mapping[str, Sequence[Any]] | None = None, *,
+          seeds: Sequence[int] | None = None, out: str | Path | None = None, overwrite: bool = False,
+          jobs: int = 1, quiet: bool = True) -> Sweep:
+    """Run every combination of ``grid``'s values (``{dotted key: [values]}``, the keys ``--sweep``
+    takes) and of ``seeds``, each as a normal run; ``jobs`` points at a time, each in its own process.
+    ``out``: the sweep folder (``OUT/KEY=VALUE,.../`` per point and ``report.md``, as ``fedgc run
+    --sweep`` writes; new or empty, or cleared with ``overwrite``); None keeps nothing on disk."""
+    from fedgc.run_folder import claim_folder
+    from fedgc.sweep_runner import SweepAxis, SweepError, run_sweep
+
+    base = as_scenario(scenario)
+    axes = [SweepAxis.of(key, list(values)) for key, values in (grid or {}).items()]
+    if seeds is not None:
+        axes.append(SweepAxis.of("seed", list(seeds)))
+    if not axes:
+        raise SweepError("sweep: give a grid or seeds (a single run is fedgc.run)")
+    tree = base.model_dump(mode="json")
+
+    def run_into(out_dir: Path) -> list[Run]:
+        with claim_folder(out_dir, overwrite=overwrite):
+            points = run_sweep(tree, axes, out_dir, quiet=quiet, jobs=jobs)
+        return [load_run(point.out_dir) for point in points]
+
+    if out is not None:
+        return Sweep(run_into(Path(out)), Path(out))
+    with tempfile.TemporaryDirectory(prefix="fedgc-sweep-") as tmp:
+        runs = run_into(Path(tmp) / "sweep")
+        for r in runs:
+            r.out_dir = None
+        return Sweep(runs, None)
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """A sweep folder written by ``fedgc run --sweep`` or ``fedgc.sweep(..., out=...)``, read back."""
+    from fedgc.run_reports import RunFolderError, run_folders
+
+    folder = Path(path)
+    folders = run_folders([folder])
+    if folders == [folder]:
+        raise RunFolderError(f"{folder}: not a sweep folder (no run folders inside)")
+    return Sweep([load_run(p) for p in folders], folder)

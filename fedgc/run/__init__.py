@@ -1,1 +1,0 @@
-"""The Flower-free core of one run: the parts every engine and both apps derive from a scenario."""

@@ -1,0 +1,159 @@
+"""fedgc's public Python API (docs/api.md): what ``import fedgc`` promises, and that it keeps it.
+
+The names and signatures are pinned here, so a change to them is a deliberate edit of this file and of
+docs/api.md. The behaviour: ``fedgc.run`` in memory gives the same rounds as the command line's run
+folder; a per-round callback sees every round; a run folder and a sweep folder read back; bad input is
+one line (``ScenarioError``)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+import fedgc
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = {"name": "api-tiny", "seed": 3, "rounds": 2,
+        "data": {"dataset": "digits", "num_clients": 4, "partition": "iid"},
+        "model": {"name": "mlp", "options": {"hidden": [16]}},
+        "client": {"local_steps": 2, "batch_size": 16, "lr": 0.1},
+        "compression": {"name": "topk", "density": 0.1},
+        "strategy": {"fraction": 0.5}, "eval": {"every": 1}, "checkpoint_every": 0}
+
+PUBLIC = {
+    "ClientRecord": "(round: int, attempt: int, node: int, outcome: str, phase: str | None = None, "
+                    "reason: str | None = None, download_s: float | None = None, compute_s: float | None = None, "
+                    "upload_s: float | None = None, bytes_down: int | None = None, bytes_up: int | None = None, "
+                    "clipped: bool = False, capped: bool = False) -> None",
+    "RoundObserver": "()",
+    "RoundRecord": None,  # a dataclass of the metrics.jsonl fields (docs/metrics.md pins those)
+    "Run": "(scenario: 'Scenario', summary: 'Summary', rounds: 'list[RoundRecord]', clients: 'list[ClientRecord]', "
+           "weights: 'dict[str, torch.Tensor]', out_dir: 'Path | None' = None) -> None",
+    "Scenario": None,  # a pydantic model of the scenario keys (docs/metrics.md, the scenario reference)
+    "ScenarioError": None,
+    "Summary": None,  # the summary.json fields (docs/metrics.md)
+    "Sweep": "(runs: 'list[Run]', out_dir: 'Path | None' = None) -> None",
+    "load_run": "(path: 'str | Path') -> 'Run'",
+    "load_sweep": "(path: 'str | Path') -> 'Sweep'",
+    "plot": "(runs: 'Sequence[Run]', out: 'str | Path') -> 'list[Path]'",
+    "report": "(runs: 'Iterable[Run | str | Path]', out: 'str | Path | None' = None, fmt: 'str' = 'md') -> 'str'",
+    "run": "(scenario: 'Scenario | dict | str | Path', out: 'str | Path | None' = None, *, overwrite: 'bool' = False, "
+           "on_round: 'Callable[[RoundRecord], object] | None' = None, quiet: 'bool' = True) -> 'Run'",
+    "sweep": "(scenario: 'Scenario | dict | str | Path', grid: 'Mapping[str, Sequence[Any]] | None' = None, *, "
+             "seeds: 'Sequence[int] | None' = None, out: 'str | Path | None' = None, overwrite: 'bool' = False, "
+             "jobs: 'int' = 1, quiet: 'bool' = True) -> 'Sweep'",
+    "table": "(runs: 'Sequence[Run]', fmt: 'str' = 'md') -> 'str'",
+}
+SCENARIO_METHODS = {
+    "from_yaml": "(path: 'str | Path', overrides: 'Mapping[str, Any] | None' = None) -> 'Scenario'",
+    "from_dict": "(tree: 'Mapping[str, Any]') -> 'Scenario'",
+    "build": "(**keys: 'Any') -> 'Scenario'",
+    "with_overrides": "(self, overrides: 'Mapping[str, Any]') -> 'Scenario'",
+    "to_yaml": "(self) -> 'str'",
+}
+
+
+def test_the_public_names_and_signatures_are_the_promised_ones():
+    assert sorted(fedgc.__all__) == sorted(PUBLIC)
+    for name, signature in PUBLIC.items():
+        value = getattr(fedgc, name)
+        assert inspect.getdoc(value), f"fedgc.{name} has no docstring"
+        if signature is not None:
+            shown = str(inspect.signature(value)).replace('"', "'")
+            assert shown.replace("'", "") == signature.replace("'", ""), f"fedgc.{name}{shown}"
+    for name, signature in SCENARIO_METHODS.items():
+        method = getattr(fedgc.Scenario, name)
+        assert inspect.getdoc(method), f"fedgc.Scenario.{name} has no docstring"
+        assert str(inspect.signature(method)).replace("'", "") == signature.replace("'", ""), name
+    with pytest.raises(AttributeError):
+        fedgc.run_point  # noqa: B018 — internals are not reached through the package
+
+
+def test_import_fedgc_is_light():
+    """``import fedgc`` loads neither torch nor Flower: the names load on first use."""
+    code = "import sys, fedgc; print(sorted(m for m in ('torch', 'flwr', 'fedgc.scenario') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_scenarios_from_a_file_a_dict_keywords_and_overrides():
+    quick = fedgc.Scenario.from_yaml(REPO / "scenarios" / "quickstart.yaml", {"rounds": 3})
+    assert quick.rounds == 3 and quick.name == "quickstart"
+    tiny = fedgc.Scenario.from_dict(TINY)
+    assert fedgc.Scenario.build(**TINY) == tiny
+    denser = tiny.with_overrides({"compression.density": 0.5, "seed": 4})
+    assert (denser.compression.density, denser.seed, tiny.compression.density) == (0.5, 4, 0.1)
+    assert fedgc.Scenario.from_dict(json.loads(json.dumps(tiny.model_dump(mode="json")))) == tiny
+    assert "name: api-tiny" in tiny.to_yaml()
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"compression.densty": 0.1}, "compression.densty: unknown key (did you mean `density`?)"),
+    ({"rounds": 0}, "rounds: "),
+    ({"a.b.c.d.e.f.g.h.i": 1}, "a.b.c.d.e.f.g.h.i"),
+])
+def test_bad_input_is_one_line_of_scenario_error(bad, message):
+    with pytest.raises(fedgc.ScenarioError) as err:
+        fedgc.Scenario.from_dict(TINY).with_overrides(bad)
+    assert message in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(fedgc.ScenarioError):
+        fedgc.run({"name": "x"})  # rounds missing
+
+
+def test_a_run_in_memory_is_the_command_lines_run(tmp_path):
+    seen: list[fedgc.RoundRecord] = []
+    memory = fedgc.run(TINY, on_round=seen.append)
+    assert memory.out_dir is None and [r.round for r in seen] == [1, 2] and seen == memory.rounds
+    cli = subprocess.run([sys.executable, "-m", "fedgc.simulate", "-", "--out", str(tmp_path / "cli"), "--quiet"],
+                         input=fedgc.Scenario.from_dict(TINY).to_yaml(), capture_output=True, text=True)
+    if cli.returncode != 0 and "-" in cli.stderr:  # the CLI takes a file
+        (tmp_path / "tiny.yaml").write_text(fedgc.Scenario.from_dict(TINY).to_yaml())
+        cli = subprocess.run([sys.executable, "-m", "fedgc.simulate", str(tmp_path / "tiny.yaml"),
+                              "--out", str(tmp_path / "cli"), "--quiet"], capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    folder = fedgc.load_run(tmp_path / "cli")
+    assert [asdict(r) for r in folder.rounds] == [asdict(r) for r in memory.rounds]  # wall-clock-free rows
+    assert folder.clients == memory.clients and len(memory.clients) == 2 * 2
+    assert {k: v for k, v in asdict(folder.summary).items() if k != "wall_time_s"} == \
+           {k: v for k, v in asdict(memory.summary).items() if k != "wall_time_s"}
+    model = memory.model
+    assert all((model.state_dict()[k] == v).all() for k, v in folder.weights.items())
+    frame = memory.to_pandas()
+    assert list(frame["round"]) == [1, 2] and "bytes_up" in frame
+    assert set(memory.to_pandas("clients")["outcome"]) <= {"applied", "skipped", "failed", "late", "cut"}
+
+
+def test_a_run_folder_from_python_is_refused_when_it_holds_a_run(tmp_path):
+    first = fedgc.run(TINY, out=tmp_path / "run")
+    assert first.out_dir == tmp_path / "run" and (tmp_path / "run" / "summary.json").is_file()
+    with pytest.raises(ValueError, match="holds"):
+        fedgc.run(TINY, out=tmp_path / "run")
+    again = fedgc.run(TINY, out=tmp_path / "run", overwrite=True)
+    assert again.rounds == first.rounds
+
+
+def test_a_sweep_over_two_seeds_gives_its_table_in_memory_and_on_disk(tmp_path):
+    swept = fedgc.sweep(TINY, {"compression.density": [0.1, 0.5]}, seeds=[0, 1], out=tmp_path / "sweep")
+    assert len(swept.runs) == 4 and [r.scenario.seed for r in swept.runs] == [0, 1, 0, 1]
+    text = swept.table()
+    assert text.count("\n| ") >= 2 and "±" in text and "n" in text.splitlines()[0]
+    back = fedgc.load_sweep(tmp_path / "sweep")
+    assert back.table() == text
+    assert fedgc.report([tmp_path / "sweep"]) == text
+    written = fedgc.plot(swept.runs, tmp_path / "plots")
+    assert written and all(p.is_file() for p in written)
+    memory = fedgc.sweep(TINY, seeds=[0, 1])
+    assert memory.out_dir is None and all(r.out_dir is None for r in memory.runs)
+    assert [r.rounds for r in memory.runs] == [r.rounds for r in swept.runs[:2]]
+
+
+def test_load_run_of_a_folder_that_is_not_a_run_is_one_line(tmp_path):
+    with pytest.raises(ValueError) as err:
+        fedgc.load_run(tmp_path)
+    assert "not a run folder" in str(err.value) and "\n" not in str(err.value)
