@@ -7,11 +7,14 @@ heard were applied), ``--fraction`` of the clients per round, ``--rounds`` round
 batch 10, the inline engine with ``lte`` links.
 
 Naive bookkeeping (fp32 u and v for every client) needs 2 · 4 B · 1,663,370 · 1,000 = 13.3 GB.
-The run happens in a child process; its peak resident set size is ``ru_maxrss`` of the child
-(``resource.getrusage(RUSAGE_CHILDREN)``). The child also reports how many clients hold state and
-how many bytes their ``context.state`` records hold at the end. Target: peak_rss_gb <= 6.
+Each run happens in a child process, which reports its own peak resident set size (``ru_maxrss``),
+how many clients hold state and how many bytes their states take at the end. By default the same run
+twice, side by side: with ``client_state.store: disk`` (the states in an SQLite file, loaded for a
+client's turn) and ``memory`` (every state in RAM). Target: the disk run's peak RSS <= 6 GB with the
+in-memory run's final accuracy (and bytes: the runs are the same run).
 
     .venv/bin/python bench/memory.py [--clients 1000] [--rounds 5] [--fraction 0.1] [--momentum-dtype bf16]
+                                     [--store both|disk|memory]
 
 ``--momentum-dtype bf16`` measures the opt-in precision trade-off ``compression.momentum_dtype: bf16``
 (u stored in bfloat16 between rounds, v exact in fp32: 6 instead of 8 B/param).
@@ -60,26 +63,40 @@ def child(args: argparse.Namespace) -> None:
 
     tree = scenario(args.clients, args.rounds, args.fraction, args.data_root)
     tree["compression"]["momentum_dtype"] = args.momentum_dtype  # the scenario key compression.momentum_dtype
+    tree["client_state"] = {"store": args.store}  # the scenario key client_state.store
     sc = validate(tree)
-    grid = InlineGrid.for_scenario(sc)
+    grid = InlineGrid.for_scenario(sc)  # no run folder: a disk store lives in a temporary folder
     t0 = time.perf_counter()
     summary = run_rounds(grid, sc, None)
     wall = time.perf_counter() - t0
-
-    def state_bytes(context) -> int:
-        return sum(record.count_bytes() for record in context.state.array_records.values())
-
-    holding = [state_bytes(c) for c in grid.contexts.values()]
+    holding = grid.store.clients()
+    total = grid.store.nbytes()
     params = parameter_count(build_model("mnist_cnn", (1, 28, 28), 10, 0))
     print(json.dumps({
-        "clients_with_state": sum(1 for b in holding if b > 0),
-        "state_bytes": sum(holding),
-        "state_bytes_per_stateful_client": max(holding) if holding else 0,
+        "clients_with_state": len(holding),
+        "state_bytes": total,
+        "state_bytes_per_stateful_client": total / len(holding) if holding else 0,
         "params": params,
         "final_accuracy": summary.final_accuracy,
         "bytes_up": summary.bytes_up,
         "run_s": round(wall, 2),
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # KiB on Linux
     }))
+
+
+def run_child(args: argparse.Namespace, store: str) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, __file__, "--child", "--clients", str(args.clients), "--rounds", str(args.rounds),
+           "--fraction", str(args.fraction), "--data-root", args.data_root, "--momentum-dtype", args.momentum_dtype,
+           "--store", store]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        raise SystemExit(f"child ({store} store) failed with exit code {proc.returncode}")
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report["wall_s"] = time.perf_counter() - t0
+    return report
 
 
 def main() -> None:
@@ -89,43 +106,43 @@ def main() -> None:
     parser.add_argument("--fraction", type=float, default=0.1)
     parser.add_argument("--data-root", default=str(REPO.parent / "shared" / "data" / "mnist"))
     parser.add_argument("--momentum-dtype", choices=["fp32", "bf16"], default="fp32")
+    parser.add_argument("--store", choices=["disk", "memory", "both"], default="both",
+                        help="client_state.store of the run; both: disk and memory, one after the other")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args)
         return
 
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, __file__, "--child", "--clients", str(args.clients), "--rounds", str(args.rounds),
-           "--fraction", str(args.fraction), "--data-root", args.data_root, "--momentum-dtype", args.momentum_dtype]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr)
-        raise SystemExit(f"child failed with exit code {proc.returncode}")
-    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
-    naive = NAIVE_BYTES_PER_PARAM * report["params"] * args.clients
-    peak = peak_kb * 1024
-    print(f"clients {args.clients}, rounds {args.rounds}, fraction {args.fraction}: "
-          f"{report['clients_with_state']} clients hold state")
-    print(f"peak RSS                 {peak / 1e9:8.3f} GB   (target <= 6)")
-    print(f"naive fp32 u+v, all      {naive / 1e9:8.3f} GB")
-    print(f"context.state at the end {report['state_bytes'] / 1e9:8.3f} GB "
-          f"({report['state_bytes_per_stateful_client'] / report['params']:.2f} B/param per stateful client)")
-    print(f"final accuracy {report['final_accuracy']}, wall {wall:.1f} s")
-    print(json.dumps({
-        "peak_rss_gb": round(peak / 1e9, 3),
-        "naive_gb": round(naive / 1e9, 3),
-        "state_gb": round(report["state_bytes"] / 1e9, 3),
-        "clients_with_state": report["clients_with_state"],
-        "state_bytes_per_param_per_stateful_client": round(report["state_bytes_per_stateful_client"] / report["params"], 3),
+    stores = ["disk", "memory"] if args.store == "both" else [args.store]
+    reports = {store: run_child(args, store) for store in stores}
+    params = next(iter(reports.values()))["params"]
+    naive = NAIVE_BYTES_PER_PARAM * params * args.clients
+    print(f"clients {args.clients}, rounds {args.rounds}, fraction {args.fraction}, momentum {args.momentum_dtype}")
+    print(f"naive fp32 u+v, all clients  {naive / 1e9:8.3f} GB")
+    for store, report in reports.items():
+        print(f"{store:6s} store: peak RSS {report['peak_rss_bytes'] / 1e9:6.3f} GB (target <= 6), "
+              f"{report['clients_with_state']} clients hold {report['state_bytes'] / 1e9:.3f} GB of state "
+              f"({report['state_bytes_per_stateful_client'] / params:.2f} B/param each), final accuracy "
+              f"{report['final_accuracy']}, run {report['run_s']:.1f} s")
+    result = {
         "clients": args.clients, "rounds": args.rounds, "fraction": args.fraction,
-        "momentum_dtype": args.momentum_dtype,
-        "final_accuracy": report["final_accuracy"], "bytes_up": report["bytes_up"],
-        "wall_s": round(wall, 1), "target_peak_rss_gb": 6.0,
-    }))
+        "momentum_dtype": args.momentum_dtype, "naive_gb": round(naive / 1e9, 3), "target_peak_rss_gb": 6.0,
+    }
+    for store, report in reports.items():
+        result[store] = {
+            "peak_rss_gb": round(report["peak_rss_bytes"] / 1e9, 3),
+            "state_gb": round(report["state_bytes"] / 1e9, 3),
+            "clients_with_state": report["clients_with_state"],
+            "state_bytes_per_param_per_stateful_client": round(report["state_bytes_per_stateful_client"] / params, 3),
+            "final_accuracy": report["final_accuracy"], "bytes_up": report["bytes_up"],
+            "run_s": round(report["run_s"], 1), "time_per_round_s": round(report["run_s"] / args.rounds, 2),
+        }
+    if len(reports) == 2:
+        result["same_final_accuracy"] = reports["disk"]["final_accuracy"] == reports["memory"]["final_accuracy"]
+        result["same_bytes_up"] = reports["disk"]["bytes_up"] == reports["memory"]["bytes_up"]
+        result["time_ratio_disk_over_memory"] = round(reports["disk"]["run_s"] / reports["memory"]["run_s"], 3)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -18,8 +18,8 @@ import torch
 import yaml
 from flwr.app import ArrayRecord, ConfigRecord, RecordDict
 
+from fedgc.core.checkpoint import CHECKPOINT
 from fedgc.flower.client_store import STORE_FILE, DamagedState, DiskStore, StoreError, store_kind
-from fedgc.run.checkpoint import CHECKPOINT
 from fedgc.scenario import validate
 from fedgc.simulate import main
 from tests.conftest import REPO
@@ -178,3 +178,22 @@ def test_sigkill_with_a_disk_store_then_resume_gives_identical_metrics(tmp_path,
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert metrics.read_bytes() == (reference / "metrics.jsonl").read_bytes()
+
+
+@pytest.mark.ray
+def test_flower_runtime_with_a_disk_store_matches_inline_in_memory(tmp_path, tiny_scenario):
+    """Flower's simulation runtime with ``client_state.store: disk``: each node's state is loaded from the
+    run folder's store for its message (``client_store_mod``) and Flower's contexts hold nothing."""
+    pytest.importorskip("ray", reason="engine flower needs Ray: pip install 'fedgc[ray]'")
+    from fedgc.engines import run_flower, run_inline
+    from tests.test_flower_engine import _rows, differences
+
+    tiny_scenario["compression"] = {"name": "dgc", "density": 0.05, "momentum": 0.9, "warmup_rounds": 1}
+    tiny_scenario["strategy"]["fraction"] = 0.5
+    tiny_scenario["rounds"] = 3
+    tiny_scenario["downlink"] = {"name": "topk", "density": 0.05}
+    inline = run_inline(validate({**tiny_scenario, "client_state": {"store": "memory"}}), tmp_path / "inline", quiet=True)
+    flower = run_flower(validate({**tiny_scenario, "client_state": {"store": "disk"}}), tmp_path / "flower", quiet=True)
+    assert differences(_rows(tmp_path / "inline"), _rows(tmp_path / "flower")) == []
+    assert flower.final_accuracy == inline.final_accuracy
+    assert DiskStore(tmp_path / "flower" / STORE_FILE).clients()  # the states are in the run folder's store

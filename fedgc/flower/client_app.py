@@ -24,6 +24,8 @@ from torch import nn
 from fedgc.compress.base import CompressionContext
 from fedgc.compress.memory import Memory
 from fedgc.compress.update import build_compression, compress_update
+from fedgc.core.parts import client_seed, federated_data
+from fedgc.core.threads import pin_threads
 from fedgc.data import ArrayDataset
 from fedgc.data.device import TRAIN_FILE, check_fits, load_device_data
 from fedgc.execution.device import deterministic_algorithms, resolve_device, to_device
@@ -40,14 +42,13 @@ from fedgc.flower.client_checks import (
 )
 from fedgc.flower.client_config import ClientSettings, read_client_config
 from fedgc.flower.client_state import pack_state, unpack_state
+from fedgc.flower.client_store import client_store_mod
 from fedgc.flower.codec import encode_update
 from fedgc.flower.downlink_mod import downlink_mod
 from fedgc.flower.keys import ReplyMetrics
 from fedgc.flower.partition_grid import PARTITION_QUERY, RESTORE_QUERY, STATE_QUERY
 from fedgc.flower.setup import SCENARIO_PATH, SCENARIO_YAML, scenario_from_run_config
 from fedgc.models import build_model, tensor_specs
-from fedgc.run.parts import client_seed, federated_data
-from fedgc.run.threads import pin_threads
 from fedgc.training import LocalTrainResult, steps_for_epochs, train_local
 
 DATA_DIR = "data-dir"  # node config: the folder holding the device's own train.npz
@@ -58,7 +59,8 @@ PENDING_KEY = "fedgc.pending"
 
 # The downlink mod rebuilds the model from a compressed difference (scenario `downlink`) before
 # train() sees the message; without downlink compression it passes messages through.
-app = ClientApp(mods=[downlink_mod])
+# With a disk store (Flower's simulation runtime), client_store_mod loads the node's state first.
+app = ClientApp(mods=[client_store_mod, downlink_mod])
 
 
 def _load_tensors(context: Context, key: str, device: torch.device | None = None,

@@ -31,7 +31,9 @@ from pathlib import Path
 import tomli_w
 import torch
 
+from fedgc.core.stop import ask_to_stop
 from fedgc.execution.device import resolve_device
+from fedgc.flower.client_store import CLIENT_STORE_DIR, store_kind
 from fedgc.flower.runtime_processes import (
     flower_env,
     flwr_run,
@@ -45,7 +47,6 @@ from fedgc.flower.setup import NODE_WAIT_S, OUT_DIR, QUIET, SCENARIO_PATH, SCENA
 from fedgc.metrics import Summary, read_summary
 from fedgc.process_guard import Guard
 from fedgc.process_tree import RUNTIME_TOKEN, Family, adopts_orphans, descendants, terminate, token_holders
-from fedgc.run.stop import ask_to_stop
 from fedgc.runtime_record import write_record
 from fedgc.scenario import Scenario, dump_scenario
 
@@ -77,6 +78,7 @@ scenario-yaml = ""
 out-dir = ""
 quiet = false
 node-wait-s = 120.0
+client-store-dir = ""
 """
 
 
@@ -129,7 +131,7 @@ STOP_WAIT_S = 600.0  # how long a Ctrl-C waits for the ServerApp to finish its r
 
 def _stopped_after_round(out: Path, quiet: bool) -> bool:
     """The first Ctrl-C (or SIGTERM): ask the ServerApp (a thread of Flower's simulation process) to stop
-    after its round, through the run folder (``fedgc.run.stop``), and wait until it has written its
+    after its round, through the run folder (``fedgc.core.stop``), and wait until it has written its
     outputs; a second Ctrl-C stops at once (KeyboardInterrupt). False if it did not answer in time."""
     ask_to_stop(out)
     if not quiet:
@@ -156,7 +158,9 @@ def run_on_simulation_runtime(scenario: Scenario, out_dir: Path | None, *, quiet
         # The progress bar stays off: the ServerApp runs in Flower's simulation process, not on this terminal.
         run_config.write_text(tomli_w.dumps({
             SCENARIO_PATH: "", SCENARIO_YAML: dump_scenario(with_absolute_paths(scenario)),
-            OUT_DIR: str(out), QUIET: True, NODE_WAIT_S: 60.0}))
+            OUT_DIR: str(out), QUIET: True, NODE_WAIT_S: 60.0,
+            # client_state.store on disk: the run folder's store, which the ClientApps open (client_store_mod)
+            CLIENT_STORE_DIR: str(out) if store_kind(scenario) == "disk" else ""}))
         home = work / "flwr-home"
         env = flower_env(home)
         port = free_port()

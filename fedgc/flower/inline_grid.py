@@ -5,7 +5,7 @@ from those bytes (``wire.roundtrip``), so the ClientApp and the strategy only ev
 deployment would deliver, and the byte counts are real wire sizes. Node ids are 1..N in partition
 order and message ids a counter, so a run is deterministic for a seed.
 
-The grid pins PyTorch's intra-op threads (process-wide) to ``FEDGC_THREADS`` (``fedgc.run.threads``).
+The grid pins PyTorch's intra-op threads (process-wide) to ``FEDGC_THREADS`` (``fedgc.core.threads``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 
+from fedgc.core.threads import pin_threads
 from fedgc.execution.device import resolve_device
 from fedgc.flower import keys
 from fedgc.flower.batched import attach_batched_update
@@ -37,7 +38,6 @@ from fedgc.flower.client_store import (
 )
 from fedgc.flower.downlink_stage import DELTA_KEY
 from fedgc.flower.wire import roundtrip
-from fedgc.run.threads import pin_threads
 
 CLIENT_APP_EXCEPTION = 101  # Error.code for a ClientApp that raised (same meaning as Flower's)
 
