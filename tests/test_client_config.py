@@ -33,7 +33,7 @@ from fedgc.flower.loop import build_strategy
 from fedgc.flower.setup import SCENARIO_YAML, scenario_from_run_config
 from fedgc.flower.strategy import SelectionPolicy
 from fedgc.flower.wire import roundtrip
-from fedgc.run.parts import build_model_for, client_seed, federated_data, server_optimizer
+from fedgc.core.parts import build_model_for, client_seed, federated_data, server_optimizer
 from fedgc.scenario import dump_scenario, validate
 from fedgc.training import steps_for_epochs, train_local
 from tests.flower_messages import delivered as as_pushed
@@ -154,15 +154,19 @@ def test_record_round_trips_and_holds_only_the_compressors_options():
     assert (settings.model, settings.seed, settings.local_steps, settings.epochs, settings.batch_size, settings.lr,
             settings.momentum, settings.weight_decay) == ("mlp", 7, 3, None, 16, 0.1, 0.5, 1e-4)
     for option in client_option_names("dgc"):
-        assert getattr(settings.compression, option) == getattr(scenario.compression, option)
+        assert getattr(settings.compression.options, option) == getattr(scenario.compression.options, option)
     epochs = read_client_config(client_config_record(SCENARIOS["qsgd-epochs"], (1, 8, 8), 10))
-    assert (epochs.local_steps, epochs.epochs, epochs.compression.qsgd_levels) == (None, 0.5, 7)
+    assert (epochs.local_steps, epochs.epochs, epochs.compression.options.qsgd_levels) == (None, 0.5, 7)
 
 
 def test_every_compression_option_reaches_the_client_that_reads_it():
-    """No option is silently left behind: each is read by some compressor's client or is the server's."""
-    read = set().union(*(client_option_names(name) for name in COMPRESSORS))
-    assert set(CompressionConfig.model_fields) == read | SERVER_ONLY
+    """No option is silently left behind: the section's keys are the server's and the named
+    compressor's options, and its clients are sent every option (DGC ignores error_feedback)."""
+    for name, cls in COMPRESSORS.items():
+        keys_of_section = set(CompressionConfig(name=name).model_dump()) - SERVER_ONLY
+        assert set(client_option_names(name)) | ({"error_feedback"} - {*cls.Options.model_fields}) <= keys_of_section
+        assert keys_of_section == set(cls.Options.model_fields), name
+        assert set(client_option_names(name)) == keys_of_section - ({"error_feedback"} if name == "dgc" else set())
 
 
 @pytest.mark.parametrize("change, error", [
@@ -184,11 +188,11 @@ def test_a_bad_client_config_is_refused(change, error):
 
 
 def test_each_compressor_reads_exactly_its_own_options_and_common_ones():
-    """An option is declared once, in its compressor's Options model; the compressor reads all of
-    them and no other compressor's (what it reads is what its clients are sent)."""
-    from fedgc.compress.config import CommonCompression
+    """An option is declared once, in its compressor's Options model; a compressor's clients are sent
+    its Options' fields, in their order, and no other compressor's."""
+    from fedgc.compress.base import CompressorOptions
 
     for name, cls in COMPRESSORS.items():
-        read = set(client_option_names(name))
-        assert set(cls.Options.model_fields) <= read, name
-        assert read <= set(cls.Options.model_fields) | set(CommonCompression.model_fields), name
+        read = client_option_names(name)
+        assert read == tuple(f for f in cls.Options.model_fields if f != "error_feedback" or cls.reads_error_feedback)
+        assert set(read) >= set(CompressorOptions.model_fields) - {"error_feedback"}, name

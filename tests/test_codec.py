@@ -32,7 +32,7 @@ def payloads_for(name: str, seed: int, value_dtype: str = "fp32", density: float
     g = torch.Generator().manual_seed(seed)
     upd = {k: torch.randn(s, generator=g) for k, s in SHAPES.items()}
     cfg = CompressionConfig(name=name, density=density, value_dtype=value_dtype, dense_small_tensors=False,
-                            threshold=0.5, qsgd_levels=3, qsgd_bucket_size=8)
+                            threshold={"threshold": 0.5}, qsgd={"qsgd_levels": 3, "qsgd_bucket_size": 8})
     compressor, memory = build_compression(cfg)
     ctx = CompressionContext(density=density, generator=g, memory=memory)
     return compress_update(upd, compressor, memory, ctx, dense_small_tensors=False, value_dtype=value_dtype)

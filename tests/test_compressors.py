@@ -60,7 +60,8 @@ def test_unbiased_methods_average_to_the_input(name):
     draws = 2000
     total = torch.zeros_like(x)
     for seed in range(draws):
-        out, _, _ = run(name, {"x": x}, seed=seed, error_feedback=False, density=0.25, qsgd_levels=3)
+        out, _, _ = run(name, {"x": x}, seed=seed, error_feedback=False, density=0.25,
+                        qsgd={"qsgd_levels": 3})
         total += out.sent["x"]
     mean = total / draws
     # Each entry's estimator has bounded variance; the tolerance is ~5 standard errors of the worst entry.
@@ -200,7 +201,8 @@ def test_fp16_values_saturate_at_65504_and_the_residual_keeps_the_excess(name):
     upd["fc"][0, :4] = torch.tensor([1e5, -2e5, 7e4, -65600.0])  # beyond fp16's ±65504 …
     upd["fc"][1, :] *= 5e4  # … a whole row of the rank-r factors too
     upd["bias"][:2] = torch.tensor([3e5, -3e5])
-    out, memory, _ = run(name, upd, value_dtype="fp16", density=0.5, threshold=0.5, dense_small_tensors=True)
+    out, memory, _ = run(name, upd, value_dtype="fp16", density=0.5, threshold={"threshold": 0.5},
+                              dense_small_tensors=True)
     decoded = decode_bytes(encode_bytes(out.payloads), {k: tuple(v.shape) for k, v in upd.items()})  # no non-finite
     for key, grad in upd.items():
         dense = decoded[key].to_dense()
@@ -218,7 +220,7 @@ def test_top_k_takes_the_lowest_indices_among_equal_magnitudes(name):
     """Ties at the k-th magnitude go to the lowest indices (the rule a client in any language
     reproduces); larger entries are always in, NaN above every number."""
     flat = torch.tensor([0.5, -2.0, 1.0, -1.0, 3.0, 1.0, float("nan"), -1.0, 0.25, 1.0] * 200)
-    payload = build_compression(CompressionConfig(name=name, density=0.375, sample_ratio=1.0))[0].compress(
+    payload = build_compression(CompressionConfig(name=name, density=0.375, dgc={"sample_ratio": 1.0}))[0].compress(
         flat, "w", CompressionContext(density=0.375, generator=torch.Generator().manual_seed(0)))
     k = 750  # 0.375 · 2000: the 200 NaN, 200 × 3.0, 200 × -2.0, then 150 of the 1,000 entries of magnitude 1
     larger = [i for i in range(2000) if i % 10 in (1, 4, 6)]

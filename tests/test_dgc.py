@@ -296,8 +296,7 @@ def test_state_dict_round_trip_continues_identically():
 
 def test_registered_and_default():
     assert isinstance(make_compressor("dgc"), DGC)
-    config = CompressionConfig()
-    assert config.name == "dgc"
-    compressor, memory = build_compression(config.model_copy(update={"clip_norm": 1.0, "sample_ratio": 0.005}))
+    assert CompressionConfig().name == "dgc"
+    compressor, memory = build_compression(CompressionConfig(clip_norm=1.0, sample_ratio=0.005))
     assert isinstance(memory, DGCMemory)
     assert (compressor.clip_norm, compressor.sample_ratio) == (1.0, 0.005)

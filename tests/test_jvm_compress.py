@@ -124,7 +124,8 @@ def compressor_blobs():
         g = torch.Generator().manual_seed(7)
         update = {k: torch.randn(s, generator=g) for k, s in shapes.items()}
         config = CompressionConfig(name=name, density=density, value_dtype=value_dtype, dense_small_tensors=False,
-                                   threshold=0.5, qsgd_levels=3, qsgd_bucket_size=8 if density < 0.5 else 1000)
+                                   threshold={"threshold": 0.5},
+                                   qsgd={"qsgd_levels": 3, "qsgd_bucket_size": 8 if density < 0.5 else 1000})
         compressor, memory = build_compression(config)
         ctx = CompressionContext(density=density, generator=g, memory=memory)
         compressed = compress_update(update, compressor, memory, ctx, dense_small_tensors=False,

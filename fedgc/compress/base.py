@@ -1,17 +1,22 @@
 """The compressor interface: a compressor turns one tensor into a typed payload and back.
 
-Payloads are small typed objects (never positional tuples). The wire codec in
-``fedgc.wire.codec`` turns each payload type into bytes.
+A compressor is a ``Compressor`` subclass with a ``name``, an ``Options`` model (a subclass of
+``CompressorOptions``: its own keys, with defaults, bounds and descriptions) and ``compress``; it is
+built from its options by ``from_config(options)`` and keeps its error feedback in the ``Memory``
+that ``make_memory(options)`` returns. It imports nothing of the scenario: the ``compression`` and
+``downlink`` sections (``fedgc.compress.config``) validate a compressor's options with its ``Options``
+model and hand it an instance. Payloads are small typed objects (never positional tuples). The wire
+codec in ``fedgc.wire.codec`` turns each payload type into bytes.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from fedgc.compress.payloads import (  # noqa: F401  (re-exported: payload types live in payloads.py)
     DensePayload,
@@ -29,7 +34,6 @@ from fedgc.compress.payloads import (  # noqa: F401  (re-exported: payload types
 )
 
 if TYPE_CHECKING:
-    from fedgc.compress.config import CompressionConfig
     from fedgc.compress.memory import Memory
 
 
@@ -46,31 +50,44 @@ class CompressionContext:
     memory: Memory | None = None
 
 
-class NoOptions(BaseModel):
-    """The options of a compressor that takes none beyond the common ones (unknown keys are errors)."""
+class CompressorOptions(BaseModel):
+    """The options every compressor's client reads (how ``compress_update`` encodes the payloads and
+    whether the unsent rest is kept); a compressor's ``Options`` subclasses it and adds its own keys.
+    Unknown keys are errors."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
+    error_feedback: bool = Field(True, description="keep what was not sent and add it to the next update")
+    value_dtype: Literal["fp32", "fp16"] = "fp32"
+    dense_small_tensors: bool = Field(True, description="send tensors with dim() <= 1 (biases, norms) dense")
+
 
 class Compressor(ABC):
-    """One compression method. Stateless: error feedback lives in a ``Memory``."""
+    """One compression method. Stateless: error feedback lives in a ``Memory``.
+
+    A subclass sets ``name`` (its scenario name) and, when it takes options of its own, ``Options`` (a
+    ``CompressorOptions`` subclass whose new field names no other compressor uses with another meaning);
+    it implements ``compress`` and, when it has parameters, ``from_config``."""
 
     name: ClassVar[str]
-    # The compressor's own options (a pydantic model with defaults, bounds and descriptions): each
-    # field is a key of the scenario's ``compression`` section (fedgc.compress.config).
-    Options: ClassVar[type[BaseModel]] = NoOptions
+    # The compressor's options: the keys of the scenario's ``compression`` section (and of ``downlink``,
+    # less ``error_feedback``) that it reads, validated by this model (fedgc.compress.config).
+    Options: ClassVar[type[CompressorOptions]] = CompressorOptions
+    # False for a method that keeps its residual whatever ``error_feedback`` says (DGC): the option is
+    # then accepted and ignored, and not sent to its clients.
+    reads_error_feedback: ClassVar[bool] = True
 
     @classmethod
-    def from_config(cls, config: CompressionConfig) -> Compressor:
-        """Build the compressor from the scenario's ``compression`` section."""
+    def from_config(cls, options: CompressorOptions) -> Compressor:
+        """Build the compressor from its options (an instance of ``cls.Options``)."""
         return cls()
 
     @classmethod
-    def make_memory(cls, config: CompressionConfig) -> Memory:
+    def make_memory(cls, options: CompressorOptions) -> Memory:
         """The error-feedback memory this method uses (override for method-specific memories)."""
         from fedgc.compress.memory import NoMemory, ResidualMemory
 
-        return ResidualMemory() if config.error_feedback else NoMemory()
+        return ResidualMemory() if options.error_feedback else NoMemory()
 
     def prepare_update(self, update: dict[str, torch.Tensor], ctx: CompressionContext) -> dict[str, torch.Tensor]:
         """Hook on the whole update before per-tensor compensation (DGC clips gradients here)."""

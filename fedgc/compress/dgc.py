@@ -10,18 +10,15 @@ See docs/dgc.md for the equations of the data-parallel and the federated mode.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import torch
 from pydantic import Field
 
-from fedgc.compress.base import CompressionContext, Compressor, NoOptions, SparsePayload
+from fedgc.compress.base import CompressionContext, Compressor, CompressorOptions, SparsePayload
 from fedgc.compress.dgc_memory import DGCMemory
 from fedgc.compress.randomness import generator_on
 from fedgc.compress.topk import k_for, topk_indices
-
-if TYPE_CHECKING:
-    from fedgc.compress.config import CompressionConfig
 
 MIN_SAMPLES = 1_000  # fewest entries sampled to estimate the threshold; tensors this small use exact top-k
 LOWER_RATIO = 0.8  # fewer than LOWER_RATIO·k candidates: lower the threshold and count again
@@ -109,7 +106,7 @@ def clip_update(update: dict[str, torch.Tensor], max_norm: float) -> dict[str, t
     return {name: t * coef for name, t in update.items()}
 
 
-class DGCOptions(NoOptions):
+class DGCOptions(CompressorOptions):
     """DGC (Lin et al., 2018; docs/dgc.md). DGC always keeps its residual: it ignores ``error_feedback``."""
 
     momentum: float = Field(0.9, ge=0.0, lt=1.0, description="DGC momentum m in u <- m*u + g")
@@ -126,24 +123,25 @@ class DGCOptions(NoOptions):
 class DGC(Compressor):
     name = "dgc"
     Options = DGCOptions
+    reads_error_feedback = False  # DGC's memory always keeps the residual
 
     def __init__(self, sample_ratio: float = 0.01, clip_norm: float | None = None) -> None:
         self.sample_ratio = sample_ratio
         self.clip_norm = clip_norm
 
     @classmethod
-    def from_config(cls, config: CompressionConfig) -> DGC:
-        return cls(sample_ratio=config.sample_ratio, clip_norm=config.clip_norm)
+    def from_config(cls, options: DGCOptions) -> DGC:
+        return cls(sample_ratio=options.sample_ratio, clip_norm=options.clip_norm)
 
     @classmethod
-    def make_memory(cls, config: CompressionConfig) -> DGCMemory:
+    def make_memory(cls, options: DGCOptions) -> DGCMemory:
         return DGCMemory(
-            momentum=config.momentum,
-            nesterov=config.nesterov,
-            momentum_correction=config.momentum_correction,
-            momentum_masking=config.momentum_masking,
-            dense_small_tensors=config.dense_small_tensors,
-            momentum_dtype=torch.bfloat16 if config.momentum_dtype == "bf16" else torch.float32,
+            momentum=options.momentum,
+            nesterov=options.nesterov,
+            momentum_correction=options.momentum_correction,
+            momentum_masking=options.momentum_masking,
+            dense_small_tensors=options.dense_small_tensors,
+            momentum_dtype=torch.bfloat16 if options.momentum_dtype == "bf16" else torch.float32,
         )
 
     def prepare_update(self, update: dict[str, torch.Tensor], ctx: CompressionContext) -> dict[str, torch.Tensor]:

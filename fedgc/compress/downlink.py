@@ -22,32 +22,45 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
-from fedgc.compress.base import CompressionContext, Compressor, Payload, decompress
-from fedgc.compress.config import CompressionConfig
+from fedgc.compress.base import CompressionContext, Compressor, CompressorOptions, Payload, decompress
+from fedgc.compress.config import dump_section, read_section
 from fedgc.compress.memory import NoMemory
-from fedgc.compress.update import build_compression, compress_update
+from fedgc.compress.registry import COMPRESSORS
+from fedgc.compress.update import compress_update
 
 # Stateless compressors only: the replica is the downlink's memory; DGC's momentum, PowerSGD's Q and
 # the sign methods' scaled votes have no meaning for a model difference.
 DOWNLINK_COMPRESSORS = ("none", "topk", "randomk", "threshold", "qsgd", "natural", "stc", "terngrad")
+FIXED = {"error_feedback": False}  # not a key of the section: the replica keeps what a download left out
+# The options the resolved ``downlink`` section listed whatever its compressor, before options were per
+# compressor (see fedgc.compress.config.LEGACY_COMPRESSION_KEYS).
+LEGACY_DOWNLINK_KEYS = frozenset({"threshold", "qsgd_levels"})
 
 
 class DownlinkConfig(BaseModel):
-    """The ``downlink`` section of a scenario."""
+    """The ``downlink`` section of a scenario: ``name`` and ``density`` are the server's, every other key
+    is an option of the named compressor (its ``Options`` model, as in the ``compression`` section,
+    ``fedgc.compress.config``), but ``error_feedback``, which is always off (the replica is the memory)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     name: str = Field("none", description="compressor for model downloads; none: the dense global model")
     density: float = Field(0.01, gt=0.0, le=1.0, description="fraction of entries sent per download (topk, randomk, stc)")
-    value_dtype: Literal["fp32", "fp16"] = "fp32"
-    dense_small_tensors: bool = Field(True, description="send tensors with dim() <= 1 (biases, norms) dense")
-    threshold: float = Field(1e-3, gt=0.0, description="threshold: send entries with |x| >= threshold")
-    qsgd_levels: int = Field(15, ge=1, le=32767)
+    options: CompressorOptions = Field(default_factory=lambda: CompressorOptions(error_feedback=False),
+                                       description="the named compressor's options (its Options model)")
+    others: dict[str, CompressorOptions] = Field(default_factory=dict,
+                                                 description="options kept for other compressors, by name")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read(cls, data: Any) -> Any:
+        return read_section(data, where="downlink", section_keys=("name", "density"), default_name="none",
+                            allowed=DOWNLINK_COMPRESSORS, fixed=FIXED, legacy=LEGACY_DOWNLINK_KEYS)
 
     @field_validator("name")
     @classmethod
@@ -57,15 +70,24 @@ class DownlinkConfig(BaseModel):
                              f"choose one of: {', '.join(DOWNLINK_COMPRESSORS)}")
         return name
 
+    @model_serializer(mode="plain")
+    def _flat(self, info: Any) -> dict[str, Any]:
+        return dump_section(self, info.mode, ("name", "density"), hidden=FIXED)
+
     @property
     def enabled(self) -> bool:
         return self.name != "none"
 
+    @property
+    def value_dtype(self) -> str:
+        return self.options.value_dtype
+
+    @property
+    def dense_small_tensors(self) -> bool:
+        return self.options.dense_small_tensors
+
     def compressor(self) -> Compressor:
-        config = CompressionConfig(name=self.name, density=self.density, error_feedback=False,
-                                   value_dtype=self.value_dtype, dense_small_tensors=self.dense_small_tensors,
-                                   threshold=self.threshold, qsgd_levels=self.qsgd_levels)
-        return build_compression(config)[0]
+        return COMPRESSORS[self.name].from_config(self.options)
 
 
 Weights = dict[str, torch.Tensor]

@@ -10,21 +10,16 @@ smaller than the tensor it is sent dense.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from pydantic import Field
 
-from fedgc.compress.base import CompressionContext, Compressor, DensePayload, LowRankPayload, NoOptions, Payload
+from fedgc.compress.base import CompressionContext, Compressor, CompressorOptions, DensePayload, LowRankPayload, Payload
 from fedgc.compress.method_memory import PowerSGDMemory
 from fedgc.compress.payloads import VALUE_DTYPES, to_value_dtype
 from fedgc.compress.randomness import generator_on
 
-if TYPE_CHECKING:
-    from fedgc.compress.config import CompressionConfig
 
-
-class PowerSGDOptions(NoOptions):
+class PowerSGDOptions(CompressorOptions):
     """powersgd's option."""
 
     powersgd_rank: int = Field(2, ge=1, le=1024, description="powersgd: rank r of the P·Qᵀ approximation")
@@ -38,12 +33,12 @@ class PowerSGD(Compressor):
         self.rank, self.factor_dtype = rank, factor_dtype
 
     @classmethod
-    def from_config(cls, config: CompressionConfig) -> PowerSGD:
-        return cls(rank=config.powersgd_rank, factor_dtype=VALUE_DTYPES[config.value_dtype])
+    def from_config(cls, options: PowerSGDOptions) -> PowerSGD:
+        return cls(rank=options.powersgd_rank, factor_dtype=VALUE_DTYPES[options.value_dtype])
 
     @classmethod
-    def make_memory(cls, config: CompressionConfig) -> PowerSGDMemory:
-        return PowerSGDMemory(error_feedback=config.error_feedback)
+    def make_memory(cls, options: PowerSGDOptions) -> PowerSGDMemory:
+        return PowerSGDMemory(error_feedback=options.error_feedback)
 
     def compress(self, tensor: torch.Tensor, name: str, ctx: CompressionContext) -> Payload:
         shape = tuple(tensor.shape)

@@ -7,20 +7,15 @@ Levels travel as l + s in bit_length(2s) bits: with s = 15, 5 bits/element + 32/
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from pydantic import Field
 
-from fedgc.compress.base import CompressionContext, Compressor, NoOptions, QuantizedPayload
+from fedgc.compress.base import CompressionContext, Compressor, CompressorOptions, QuantizedPayload
 from fedgc.compress.bits import pack_uint
 from fedgc.compress.randomness import generator_on
 
-if TYPE_CHECKING:
-    from fedgc.compress.config import CompressionConfig
 
-
-class QSGDOptions(NoOptions):
+class QSGDOptions(CompressorOptions):
     """qsgd's options."""
 
     qsgd_levels: int = Field(15, ge=1, le=32767, description="qsgd: quantization levels s per sign")
@@ -35,8 +30,8 @@ class QSGD(Compressor):
         self.levels, self.bucket_size = levels, bucket_size
 
     @classmethod
-    def from_config(cls, config: CompressionConfig) -> QSGD:
-        return cls(levels=config.qsgd_levels, bucket_size=config.qsgd_bucket_size)
+    def from_config(cls, options: QSGDOptions) -> QSGD:
+        return cls(levels=options.qsgd_levels, bucket_size=options.qsgd_bucket_size)
 
     def compress(self, tensor: torch.Tensor, name: str, ctx: CompressionContext) -> QuantizedPayload:
         flat = tensor.detach().flatten().to(torch.float32)

@@ -7,16 +7,11 @@ sent unscaled (the contractive form of Stich et al., 2018), since the residual k
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-from fedgc.compress.base import CompressionContext, Compressor, SparsePayload
+from fedgc.compress.base import CompressionContext, Compressor, CompressorOptions, SparsePayload
 from fedgc.compress.randomness import generator_on
 from fedgc.compress.topk import k_for
-
-if TYPE_CHECKING:
-    from fedgc.compress.config import CompressionConfig
 
 
 class RandomK(Compressor):
@@ -26,8 +21,8 @@ class RandomK(Compressor):
         self.unbiased = unbiased
 
     @classmethod
-    def from_config(cls, config: CompressionConfig) -> RandomK:
-        return cls(unbiased=not config.error_feedback)
+    def from_config(cls, options: CompressorOptions) -> RandomK:
+        return cls(unbiased=not options.error_feedback)
 
     def compress(self, tensor: torch.Tensor, name: str, ctx: CompressionContext) -> SparsePayload:
         flat = tensor.detach().flatten().to(torch.float32)

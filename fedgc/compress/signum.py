@@ -7,20 +7,15 @@ takes the weighted majority vote, as for ``signsgd``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from pydantic import Field
 
-from fedgc.compress.base import CompressionContext, Compressor, NoOptions, VotePayload
+from fedgc.compress.base import CompressionContext, Compressor, CompressorOptions, VotePayload
 from fedgc.compress.method_memory import SignumMemory
 from fedgc.compress.signsgd import vote
 
-if TYPE_CHECKING:
-    from fedgc.compress.config import CompressionConfig
 
-
-class SignumOptions(NoOptions):
+class SignumOptions(CompressorOptions):
     """signum's option."""
 
     signum_momentum: float = Field(0.9, ge=0.0, lt=1.0, description="signum: m <- beta*m + (1-beta)*g")
@@ -31,8 +26,8 @@ class Signum(Compressor):
     Options = SignumOptions
 
     @classmethod
-    def make_memory(cls, config: CompressionConfig) -> SignumMemory:
-        return SignumMemory(beta=config.signum_momentum, error_feedback=config.error_feedback)
+    def make_memory(cls, options: SignumOptions) -> SignumMemory:
+        return SignumMemory(beta=options.signum_momentum, error_feedback=options.error_feedback)
 
     def compress(self, tensor: torch.Tensor, name: str, ctx: CompressionContext) -> VotePayload:
         return vote(tensor)

@@ -6,18 +6,13 @@ bits varies with the data (an update below τ everywhere costs a few bytes). Use
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from pydantic import Field
 
-from fedgc.compress.base import CompressionContext, Compressor, NoOptions, SparsePayload
-
-if TYPE_CHECKING:
-    from fedgc.compress.config import CompressionConfig
+from fedgc.compress.base import CompressionContext, Compressor, CompressorOptions, SparsePayload
 
 
-class ThresholdOptions(NoOptions):
+class ThresholdOptions(CompressorOptions):
     """threshold's option."""
 
     threshold: float = Field(1e-3, gt=0.0, description="threshold: send entries with |x| >= threshold")
@@ -31,8 +26,8 @@ class Threshold(Compressor):
         self.threshold = threshold
 
     @classmethod
-    def from_config(cls, config: CompressionConfig) -> Threshold:
-        return cls(threshold=config.threshold)
+    def from_config(cls, options: ThresholdOptions) -> Threshold:
+        return cls(threshold=options.threshold)
 
     def compress(self, tensor: torch.Tensor, name: str, ctx: CompressionContext) -> SparsePayload:
         flat = tensor.detach().flatten().to(torch.float32)

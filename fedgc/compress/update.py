@@ -14,7 +14,7 @@ from fedgc.compress.base import CompressionContext, Compressor, DensePayload, Pa
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.memory import Memory
 from fedgc.compress.payloads import VALUE_DTYPES, to_value_dtype
-from fedgc.compress.registry import make_compressor
+from fedgc.compress.registry import COMPRESSORS
 
 
 @dataclass
@@ -28,8 +28,8 @@ class CompressedUpdate:
 
 def build_compression(config: CompressionConfig) -> tuple[Compressor, Memory]:
     """The compressor named in the scenario and a fresh memory for one client."""
-    compressor = make_compressor(config.name, lambda cls: cls.from_config(config))
-    return compressor, type(compressor).make_memory(config)
+    cls = COMPRESSORS[config.name]
+    return cls.from_config(config.options), cls.make_memory(config.options)
 
 
 def _with_value_dtype(payload: Payload, dtype: torch.dtype) -> Payload:

@@ -2,9 +2,10 @@
 the training and compression settings, so a client in any language needs only the message.
 
 The compression options travel generically and compactly: the options the named compressor's client
-reads (``client_option_names``: found by building it, never listed by hand) go as ``c.<field>``, so a
-new option travels without a change here; the density schedule stays on the server (the round's
-density is ``config.density``). An option set to None is left out (absent: unset).
+reads (``client_option_names``: the fields of its ``Options`` model, less ``error_feedback`` for a
+compressor that ignores it) go as ``c.<field>``, so a new option travels without a change here; the
+density schedule stays on the server (the round's density is ``config.density``). An option set to
+None is left out (absent: unset).
 """
 
 from __future__ import annotations
@@ -18,41 +19,24 @@ from typing import Any
 from flwr.app import ConfigRecord
 
 from fedgc.compress.config import CompressionConfig
-from fedgc.compress.registry import COMPRESSORS
+from fedgc.compress.registry import COMPRESSORS, SERVER_KEYS
 from fedgc.flower import keys
 from fedgc.flower.client_checks import ClientRefusal, NodeLimits, is_int, number
 from fedgc.models import MODELS, estimated_parameters, validate_model_options
 from fedgc.scenario import Scenario
 
 # Compression options the server alone reads: the round's density arrives as config.density.
-SERVER_ONLY = frozenset({"name", "density", "warmup_rounds", "warmup_for"})
+SERVER_ONLY = SERVER_KEYS
 # Options every compressor's client reads (how compress_update encodes the payloads).
 ALWAYS = ("dense_small_tensors", "value_dtype")
 
 
-class _Reads:
-    """A CompressionConfig that records which options are read of it."""
-
-    def __init__(self, config: CompressionConfig) -> None:
-        object.__setattr__(self, "_config", config)
-        object.__setattr__(self, "read", set())
-
-    def __getattr__(self, name: str) -> Any:
-        self.read.add(name)
-        return getattr(self._config, name)
-
-
 @functools.cache
 def client_option_names(compressor: str) -> tuple[str, ...]:
-    """The options ``compressor``'s client reads, in ``CompressionConfig``'s field order: what its
-    ``from_config`` and ``make_memory`` read, and ``ALWAYS``. Found by building it, so an option a
-    compressor starts reading travels without a change here."""
+    """The options ``compressor``'s client reads, in its ``Options`` model's field order (the common
+    ones first): every field, but ``error_feedback`` where the compressor does not read it (DGC)."""
     cls = COMPRESSORS[compressor]
-    probe = _Reads(CompressionConfig(name=compressor))
-    cls.from_config(probe)
-    cls.make_memory(probe)
-    wanted = (probe.read | set(ALWAYS)) - SERVER_ONLY
-    return tuple(name for name in CompressionConfig.model_fields if name in wanted)
+    return tuple(name for name in cls.Options.model_fields if name != "error_feedback" or cls.reads_error_feedback)
 
 
 class ClientConfigError(ClientRefusal):
