@@ -110,7 +110,40 @@ def write_doc(path: Path, rows: list[dict], rounds: int) -> None:
     for r in rows:
         doc = importlib.import_module(f"fedgc.compress.{r['compressor']}").__doc__.strip().split("\n\n")
         lines.append(f"* {' '.join(' '.join(doc[:2]).split())}")
+    lines += options_lines()
     path.write_text("\n".join(lines) + "\n")
+
+
+def options_lines() -> list[str]:
+    """The options section of docs/compressors.md, from the compressors' ``Options`` models."""
+    from fedgc.compress.base import CompressorOptions
+    from fedgc.compress.config import own_options
+    from fedgc.compress.registry import COMPRESSORS
+
+    def row(key: str, info) -> str:
+        default = "null" if info.default is None else str(info.default).lower() if isinstance(info.default, bool) \
+            else info.default
+        description = (info.description or "").replace("|", "\\|")
+        return f"| `{key}` | {default} | {description} |"
+
+    lines = ["", "## Options", "",
+             "Every key of the `compression` section but `name`, `density`, `warmup_rounds` and `warmup_for`",
+             "is an option of the named compressor, declared by its `Options` model (`fedgc/compress/<name>.py`).",
+             "Every compressor reads the common ones (`CompressorOptions`; `dgc` ignores `error_feedback`):", "",
+             "| key | default | |", "|---|---|---|"]
+    lines += [row(key, info) for key, info in CompressorOptions.model_fields.items()]
+    lines += ["", "and its own:", "", "| compressor | key | default | |", "|---|---|---|---|"]
+    for name in sorted(COMPRESSORS):
+        fields = COMPRESSORS[name].Options.model_fields
+        lines += [f"| {name} {row(key, fields[key])}" for key in own_options(name)]
+    lines += ["", "A key of another compressor is an error (`compression.qsgd_levels: an option of qsgd, not of",
+              "topk (topk's keys: ...)`), since it would be ignored. Options for a compressor that is not the",
+              "named one, kept for a sweep over `compression.name`, go under its name; they apply when it is",
+              "named (a flat key wins):", "", "```yaml", "compression:", "  name: topk", "  density: 0.01",
+              "  dgc: {momentum: 0.95, clip_norm: 2.0}   # used by --sweep compression.name=topk,dgc", "```", "",
+              "The `downlink` section reads its compressor's options the same way, less `error_feedback`",
+              "(always off there: the replica is the memory; docs/downlink.md)."]
+    return lines
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ class CompressorOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     error_feedback: bool = Field(True, description="keep what was not sent and add it to the next update")
-    value_dtype: Literal["fp32", "fp16"] = "fp32"
+    value_dtype: Literal["fp32", "fp16"] = Field("fp32", description="the sent values' precision (fp16: half the bytes)")
     dense_small_tensors: bool = Field(True, description="send tensors with dim() <= 1 (biases, norms) dense")
 
 
