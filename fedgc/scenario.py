@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from fedgc import yaml12
 from fedgc.bounded import SCENARIO_MAX_BYTES, read_text
-from fedgc.compress.config import CompressionConfig
+from fedgc.compress.config import CompressionConfig, keep_options_for
 from fedgc.compress.downlink import DownlinkConfig
 from fedgc.data.config import DataConfig
 from fedgc.execution.device import DEVICE_PATTERN
@@ -260,6 +260,10 @@ def set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
         if not isinstance(child, dict):
             raise ScenarioError(f"--set {key}: {part} is not a section")
         node = child
+    if len(parts) == 2 and parts[1] == "name" and parts[0] in ("compression", "downlink"):
+        # the options of the compressor named so far stay kept for it (fedgc.compress.config.keep_options_for)
+        model = CompressionConfig if parts[0] == "compression" else DownlinkConfig
+        keep_options_for(node, value, model.model_fields["name"].default)
     node[parts[-1]] = value
 
 

@@ -157,3 +157,23 @@ def test_a_compressor_class_is_checked():
 
     with pytest.raises(TypeError, match="Options.density shadows a key of the compression section"):
         check_compressor(type("Shadowing", (Scaled,), {"name": "shadowing", "Options": Shadow}))
+
+
+def test_setting_another_name_keeps_the_named_compressors_options_for_it(tmp_path):
+    """``--set``/``--sweep compression.name=…`` over a DGC scenario: DGC's flat options are kept under
+    ``compression.dgc``; the DGC point reads them again."""
+    from fedgc.scenario import load_scenario
+
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\nrounds: 1\ncompression: {name: dgc, momentum: 0.5, clip_norm: 2.0, error_feedback: false}\n"
+                    "downlink: {name: qsgd, qsgd_levels: 3}\n")
+    none = load_scenario(path, ["compression.name=none", "downlink.name=topk"])
+    assert none.model_dump()["compression"]["dgc"] == {"momentum": 0.5, "clip_norm": 2.0}
+    assert none.compression.error_feedback is False  # a common option stays flat
+    assert none.model_dump()["downlink"]["qsgd"] == {"qsgd_levels": 3}
+    back = load_scenario(path, ["compression.name=topk", "compression.name=dgc"])
+    assert (back.compression.options.momentum, back.compression.options.clip_norm) == (0.5, 2.0)
+    threshold = tmp_path / "t.yaml"
+    threshold.write_text("name: t\nrounds: 1\ncompression: {name: threshold, threshold: 0.5}\n")
+    topk = load_scenario(threshold, ["compression.name=topk"])
+    assert topk.model_dump()["compression"]["threshold"] == {"threshold": 0.5}

@@ -129,6 +129,24 @@ def read_section(data: Any, *, where: str, section_keys: Collection[str], defaul
     return {**section, "options": options, "others": others}
 
 
+def keep_options_for(section: dict[str, Any], new_name: Any, default_name: str) -> None:
+    """Before ``section["name"]`` becomes ``new_name`` (``--set``/``--sweep compression.name=…`` or
+    ``downlink.name``): the flat options of the compressor named so far that ``new_name`` does not read
+    move under the old name, where they are kept for it (a flat key winning over a kept one). So a
+    sweep over compressors on a DGC scenario keeps DGC's options for the DGC point, and a key written
+    next to the wrong name in a file is still an error."""
+    old = section.get("name", default_name)
+    if not isinstance(old, str) or old not in COMPRESSORS or not isinstance(new_name, str) or new_name == old:
+        return
+    reads = COMPRESSORS[new_name].Options.model_fields if new_name in COMPRESSORS else {}
+    moving = [key for key in own_options(old)
+              if key in section and key not in reads and not isinstance(section[key], dict)]
+    kept = section.get(old, {}) if old not in moving else {}
+    if not moving or not isinstance(kept, dict):
+        return
+    section[old] = {**kept, **{key: section.pop(key) for key in moving}}
+
+
 def dump_section(model: BaseModel, mode: str, first: tuple[str, ...], hidden: Collection[str] = ()) -> dict[str, Any]:
     """The resolved flat form of a section model (``first`` keys, then the common options, the other
     section keys, the named compressor's own options and the sections kept for others)."""
