@@ -141,6 +141,9 @@ def options_lines() -> list[str]:
               "named one, kept for a sweep over `compression.name`, go under its name; they apply when it is",
               "named (a flat key wins):", "", "```yaml", "compression:", "  name: topk", "  density: 0.01",
               "  dgc: {momentum: 0.95, clip_norm: 2.0}   # used by --sweep compression.name=topk,dgc", "```", "",
+              "`--set`/`--sweep compression.name=...` does this itself: the flat options of the compressor the",
+              "file names move under its name, so a sweep over compressors on a DGC scenario keeps DGC's options",
+              "for its DGC point.", "",
               "The `downlink` section reads its compressor's options the same way, less `error_feedback`",
               "(always off there: the replica is the memory; docs/downlink.md)."]
     return lines
