@@ -27,6 +27,7 @@ _PUBLIC = {
     "Run": "fedgc.api.runs",
     "run": "fedgc.api.runs",
     "load_run": "fedgc.api.runs",
+    "RunFolderError": "fedgc.run_reports",
     "Sweep": "fedgc.api.sweeps",
     "sweep": "fedgc.api.sweeps",
     "load_sweep": "fedgc.api.sweeps",
@@ -37,25 +38,25 @@ _PUBLIC = {
     "ClientRecord": "fedgc.metrics",
     "Summary": "fedgc.metrics",
     "RoundObserver": "fedgc.core.observe",
+    # extending fedgc: a researcher's own model, dataset and compressor (docs/api.md, "Extending")
+    "register_model": "fedgc.extensions",
+    "register_dataset": "fedgc.extensions",
+    "register_compressor": "fedgc.extensions",
+    "registered": "fedgc.extensions",
+    "PluginError": "fedgc.extensions",
+    "UserData": "fedgc.data.user",
+    "Compressor": "fedgc.compress.base",
+    "CompressorOptions": "fedgc.compress.base",
+    "CompressionContext": "fedgc.compress.base",
+    "DensePayload": "fedgc.compress.payloads",
+    "SparsePayload": "fedgc.compress.payloads",
+    "QuantizedPayload": "fedgc.compress.payloads",
+    "SignPayload": "fedgc.compress.payloads",
+    "TernaryPayload": "fedgc.compress.payloads",
+    "LowRankPayload": "fedgc.compress.payloads",
 }
 
-__all__ = [
-    "ClientRecord",
-    "RoundObserver",
-    "RoundRecord",
-    "Run",
-    "Scenario",
-    "ScenarioError",
-    "Summary",
-    "Sweep",
-    "load_run",
-    "load_sweep",
-    "plot",
-    "report",
-    "run",
-    "sweep",
-    "table",
-]
+__all__ = sorted(_PUBLIC)  # noqa: PLE0605 — the names above, one list
 
 
 def __getattr__(name: str) -> Any:

@@ -6,6 +6,7 @@
     fedgc fetch ITEM [--dir D]       download data sets and traces (docs/data.md)
     fedgc export-data SCENARIO --out D   write partitions as device data (docs/deploy-edge.md)
     fedgc submit APP CONNECTION --run-config F   flwr run on a deployment, exit 1 if the run failed
+    fedgc plugins                    the models, datasets and compressors known, and where each came from
 
 This module only dispatches: each subcommand's options are those of the module it calls.
 It must stay importable by old Pythons, so that they get a one-line message instead of a traceback.
@@ -16,7 +17,7 @@ import sys
 MIN_PYTHON = (3, 11)  # flwr 1.41 requires Python >= 3.11 (keep equal to requires-python in pyproject.toml)
 
 USAGE = __doc__.split("\n\n")[1].rstrip() + "\n"
-COMMANDS = ("run", "check", "report", "fetch", "export-data", "submit")
+COMMANDS = ("run", "check", "report", "fetch", "export-data", "submit", "plugins")
 
 
 def _run(argv):
@@ -57,8 +58,13 @@ def _submit(argv):
     return main(argv)
 
 
+def _plugins(argv):
+    from fedgc.extensions import main
+    return main(argv)
+
+
 DISPATCH = {"run": _run, "check": _check, "report": _report, "fetch": _fetch, "export-data": _export_data,
-            "submit": _submit}
+            "submit": _submit, "plugins": _plugins}
 
 
 def main(argv=None):

@@ -40,6 +40,13 @@ def run_flower(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False,
     are not called here (``fedgc.api.runs`` replays the run folder to them)."""
     import importlib.util
 
+    from fedgc.extensions import registered_in_python
+
+    local = registered_in_python(scenario.model_dump(mode="json"))
+    if local:
+        raise EngineUnavailable(f"engine 'flower': {local[0]} was registered from Python in this process only, and "
+                                "Flower's runtime runs its clients in other processes: name it by import path "
+                                "(package.module:attribute) or install it as a plugin (docs/api.md)")
     if importlib.util.find_spec("ray") is None:
         raise EngineUnavailable("engine 'flower' needs Ray, which is not installed: pip install 'fedgc[ray]'")
     from fedgc.flower.flower_engine import run_on_simulation_runtime, with_absolute_paths

@@ -32,11 +32,12 @@ from fedgc.compress.config import CompressionConfig, keep_options_for
 from fedgc.compress.downlink import DownlinkConfig
 from fedgc.data.config import DataConfig
 from fedgc.execution.device import DEVICE_PATTERN
+from fedgc.extensions import resolve_scenario_paths
 from fedgc.network.config import NetworkConfig
 from fedgc.network.flat_form import fold
 from fedgc.network.sections import SECTIONS
 from fedgc.paths import PathError, resolve_paths
-from fedgc.scenario_errors import did_you_mean, unknown_key_message, yaml_syntax_message
+from fedgc.scenario_errors import ScenarioError, did_you_mean, unknown_key_message, yaml_syntax_message
 from fedgc.yaml12 import DuplicateKeyError
 from fedgc.yaml12 import dump as yaml12_dump
 from fedgc.yaml12 import load as yaml12_load
@@ -47,10 +48,6 @@ from fedgc.yaml12 import load as yaml12_load
 MAX_LOCAL_STEPS = 10_000
 MAX_EPOCHS = 100.0
 MAX_BATCH = 65_536
-
-
-class ScenarioError(ValueError):
-    """A scenario cannot be used; ``str(err)`` is one line naming the field and the rule."""
 
 
 class _Section(BaseModel):
@@ -351,6 +348,7 @@ def validate(tree: dict[str, Any]) -> Scenario:
     _reject_non_finite(tree)
     if isinstance(tree, dict):
         _resolve(tree, Path.cwd())
+    resolve_scenario_paths(tree)  # a user's model, dataset or compressor named by import path (PluginError)
     try:
         return Scenario.model_validate(tree, strict=True)
     except ValidationError as err:

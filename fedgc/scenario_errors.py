@@ -14,6 +14,11 @@ import typing
 from pydantic import BaseModel
 
 
+class ScenarioError(ValueError):
+    """A scenario cannot be used; ``str(err)`` is one line naming the field and the rule."""
+
+
+
 def _models(annotation) -> list[type[BaseModel]]:
     """The pydantic models a field's annotation can hold (through Optional, unions, Annotated, lists)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):

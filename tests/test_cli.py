@@ -49,7 +49,7 @@ def test_help_and_unknown_commands():
     proc = fedgc("--help")
     assert proc.returncode == 0 and all(f"fedgc {c} " in proc.stdout for c in cli.COMMANDS)
     proc = fedgc("train", "x.yaml")
-    assert proc.returncode == 2 and proc.stderr == "fedgc: unknown command 'train' (expected one of: run, check, report, fetch, export-data, submit)\n"
+    assert proc.returncode == 2 and proc.stderr == "fedgc: unknown command 'train' (expected one of: run, check, report, fetch, export-data, submit, plugins)\n"
     assert fedgc().returncode == 2
 
 

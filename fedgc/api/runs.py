@@ -37,6 +37,11 @@ class Run:
     out_dir: Path | None = None
 
     @property
+    def label(self) -> str:
+        """The run folder's name, or the scenario's name for a run kept in memory."""
+        return self.out_dir.name if self.out_dir is not None else self.scenario.name
+
+    @property
     def model(self) -> nn.Module:
         """The final global model, built from the scenario and loaded with ``weights`` (on the CPU)."""
         from fedgc.core.parts import build_model_for, federated_data

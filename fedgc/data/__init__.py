@@ -20,6 +20,7 @@ from fedgc.data.leaf import load_leaf_dir
 from fedgc.data.mnist import load_mnist_dir
 from fedgc.data.partition import PARTITIONERS, PartitionError, partition_options
 from fedgc.data.synthetic import generate_synthetic
+from fedgc.data.user import USER_DATASETS, load_user
 
 if TYPE_CHECKING:
     from fedgc.data.config import DataConfig
@@ -66,6 +67,8 @@ def load_central(config: DataConfig, seed: int) -> CentralDataset:
     rng = np.random.default_rng(seed)
     if config.dataset.startswith(HF_PREFIX):
         return load_hf(config.dataset, config.huggingface)
+    if config.dataset in USER_DATASETS:  # fedgc.register_dataset
+        return load_user(config.dataset)
     return DATASETS[config.dataset](config, rng)
 
 

@@ -70,8 +70,11 @@ class DataConfig(BaseModel):
             if not name.removeprefix(HF_PREFIX).strip():
                 raise ValueError("hf: needs a Hugging Face dataset id, e.g. hf:uoft-cs/cifar10")
             return name
-        if name not in DATASET_NAMES:
-            raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASET_NAMES)}, hf:<id>")
+        from fedgc.data.user import USER_DATASETS
+
+        if name not in DATASET_NAMES and name not in USER_DATASETS:
+            known = ", ".join([*DATASET_NAMES, *USER_DATASETS])
+            raise ValueError(f"unknown dataset {name!r}; known: {known}, hf:<id>")
         return name
 
     @field_validator("partition")

@@ -30,6 +30,7 @@ from fedgc.data import ArrayDataset
 from fedgc.data.device import TRAIN_FILE, check_fits, load_device_data
 from fedgc.execution.device import deterministic_algorithms, resolve_device, to_device
 from fedgc.execution.jobs import TrainJob
+from fedgc.extensions import node_policy
 from fedgc.flower import keys
 from fedgc.flower.batched import take_batched_update
 from fedgc.flower.client_checks import (
@@ -53,6 +54,7 @@ from fedgc.training import LocalTrainResult, steps_for_epochs, train_local
 
 DATA_DIR = "data-dir"  # node config: the folder holding the device's own train.npz
 DEVICE = "device"  # node config: auto | cpu | cuda | cuda:N
+PLUGINS = "plugins"  # node config: modules a message's import paths may name (comma-separated); default none
 DETERMINISTIC = "deterministic"  # node config: true → deterministic algorithms on CUDA
 MEMORY_KEY = "fedgc.memory"
 PENDING_KEY = "fedgc.pending"
@@ -139,7 +141,8 @@ def checked_message(content: RecordDict, context: Context) -> tuple[ClientSettin
     checked against the client-config contract and this node's limits before any work
     (``fedgc.flower.client_checks``); ``ClientRefusal`` (an error reply with its reason) otherwise."""
     limits = NodeLimits.from_node_config(context.node_config)
-    settings = read_client_config(content.config_records.get(keys.CLIENT_CONFIG), limits)
+    with node_policy(context.node_config.get(PLUGINS)):  # the modules this node's operator lets it import
+        settings = read_client_config(content.config_records.get(keys.CLIENT_CONFIG), limits)
     round_config = check_round_config(content.config_records.get(keys.CONFIG), limits)
     specs = tensor_specs(settings.model, settings.input_shape, settings.num_classes, settings.model_options)
     check_model_arrays(content.array_records.get(keys.ARRAYS), specs)

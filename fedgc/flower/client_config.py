@@ -20,6 +20,7 @@ from flwr.app import ConfigRecord
 
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.registry import COMPRESSORS, SERVER_KEYS
+from fedgc.extensions import PluginError, is_import_path, resolve
 from fedgc.flower import keys
 from fedgc.flower.client_checks import ClientRefusal, NodeLimits, is_int, number
 from fedgc.models import MODELS, estimated_parameters, validate_model_options
@@ -132,6 +133,17 @@ def _model_options(record: ConfigRecord, model: str) -> dict[str, Any]:
         raise ClientConfigError(f"client-config {keys.CC_MODEL_OPTIONS!r}: {str(err)[:200]}") from None
 
 
+def node_known(kind: str, name: str, table: dict) -> None:
+    """An import path in a message is resolved only where this node's operator allows its module
+    (``fedgc.extensions.node_policy``, node config ``plugins=...``); anything else stays unknown and is
+    refused below — a message never makes a node import code."""
+    if is_import_path(name) and name not in table:
+        try:
+            resolve(kind, name)
+        except PluginError:
+            pass
+
+
 def read_client_config(record: ConfigRecord | None, limits: NodeLimits | None = None) -> ClientSettings:
     """The settings in a message's client-config record; ClientConfigError if absent, of another
     version, malformed (an unknown ``c.`` option included: the client would not honour it), or out of
@@ -145,6 +157,7 @@ def read_client_config(record: ConfigRecord | None, limits: NodeLimits | None = 
     options = {k[len(keys.CC_COMPRESSION_PREFIX):]: v for k, v in record.items()
                if k.startswith(keys.CC_COMPRESSION_PREFIX)}
     name = _get(record, keys.CC_COMPRESSOR, str)
+    node_known("compressor", name, COMPRESSORS)
     if name not in COMPRESSORS:
         raise ClientConfigError(f"client-config names an unknown compressor {name[:60]!r}")
     known = client_option_names(name)
@@ -162,6 +175,7 @@ def read_client_config(record: ConfigRecord | None, limits: NodeLimits | None = 
     if (steps is None) == (epochs is None):
         raise ClientConfigError("client-config needs exactly one of 'local-steps' and 'epochs'")
     model = _get(record, keys.CC_MODEL, str)
+    node_known("model", model, MODELS)
     if model not in MODELS:
         raise ClientConfigError(f"client-config names a model this node does not have: {model[:60]!r}",
                                 reason="unknown-model")

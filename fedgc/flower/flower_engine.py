@@ -33,6 +33,7 @@ import torch
 
 from fedgc.core.stop import ask_to_stop
 from fedgc.execution.device import resolve_device
+from fedgc.extensions import ALLOW_IMPORTS_ENV
 from fedgc.flower.client_store import CLIENT_STORE_DIR, store_kind
 from fedgc.flower.runtime_processes import (
     flower_env,
@@ -144,6 +145,17 @@ def _stopped_after_round(out: Path, quiet: bool) -> bool:
     return False
 
 
+def import_paths_env(env: dict[str, str]) -> dict[str, str]:
+    """The runtime's processes run the user's own scenario: they may import its import paths
+    (``fedgc.extensions``), from the folders this process imports from (the working directory and
+    what the user added to ``sys.path``; not the interpreter's own)."""
+    own = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)}
+    added = [os.path.abspath(p or ".") for p in sys.path
+             if not any(os.path.realpath(p or ".").startswith(root) for root in own)]
+    paths = [os.getcwd(), *added, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    return {ALLOW_IMPORTS_ENV: "1", "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+
+
 def run_on_simulation_runtime(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False) -> Summary:
     with tempfile.TemporaryDirectory(prefix="fedgc-flower-") as tmp:
         work = Path(tmp)
@@ -163,6 +175,7 @@ def run_on_simulation_runtime(scenario: Scenario, out_dir: Path | None, *, quiet
             CLIENT_STORE_DIR: str(out) if store_kind(scenario) == "disk" else ""}))
         home = work / "flwr-home"
         env = flower_env(home)
+        env.update(import_paths_env(env))  # a scenario's import paths resolve in the runtime's processes too
         port = free_port()
         write_connection(home, CONNECTION, f"127.0.0.1:{port}")
         if not quiet:

@@ -1,0 +1,122 @@
+"""A researcher's own dataset (``fedgc.register_dataset``; docs/api.md): arrays, a ``.npz`` file or a
+torch ``Dataset`` with labels, turned into the train/test splits fedgc's partitioners (iid, dirichlet,
+shards, natural with ``groups``) and evaluation take. No Flower, no fedgc.data imports here (the data
+section's validator reads ``USER_DATASETS``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedgc.data.base import ArrayDataset, CentralDataset
+
+MAX_USER_SAMPLES = 50_000_000  # a bound before anything is copied
+
+
+class UserDataError(ValueError):
+    """A user dataset that fedgc cannot use; ``str(err)`` is one line naming it and the problem."""
+
+
+@dataclass(frozen=True)
+class UserData:
+    """A dataset as arrays: features ``x`` (float32, or int64 token ids) with the first axis the sample,
+    integer labels ``y`` in ``[0, num_classes)``, for a train and a test split; ``groups`` (optional,
+    one integer per train sample) names each sample's natural client, for ``partition: natural``."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    num_classes: int | None = None
+    groups: np.ndarray | None = None
+
+    @classmethod
+    def from_npz(cls, path: str | Path, num_classes: int | None = None) -> UserData:
+        """A ``.npz`` holding ``x_train``, ``y_train``, ``x_test``, ``y_test`` (and optionally ``groups``);
+        read without pickles."""
+        try:
+            with np.load(Path(path), allow_pickle=False) as f:
+                missing = [k for k in ("x_train", "y_train", "x_test", "y_test") if k not in f.files]
+                if missing:
+                    raise UserDataError(f"{path}: no array {missing[0]!r} (a dataset .npz holds x_train, y_train, "
+                                        "x_test, y_test and optionally groups)")
+                arrays = {k: f[k] for k in ("x_train", "y_train", "x_test", "y_test", "groups") if k in f.files}
+        except (OSError, ValueError) as err:
+            if isinstance(err, UserDataError):
+                raise
+            raise UserDataError(f"{path}: not a readable .npz ({str(err).splitlines()[0]})") from None
+        return cls(**arrays, num_classes=num_classes)
+
+    @classmethod
+    def from_torch(cls, train: Any, test: Any, num_classes: int | None = None) -> UserData:
+        """Two torch ``Dataset``s of ``(features, label)`` pairs, read once into arrays."""
+
+        def arrays(dataset: Any, which: str) -> tuple[np.ndarray, np.ndarray]:
+            count = len(dataset)
+            if count > MAX_USER_SAMPLES:
+                raise UserDataError(f"{which}: {count} samples, more than {MAX_USER_SAMPLES}")
+            xs, ys = [], []
+            for i in range(count):
+                x, y = dataset[i]
+                xs.append(np.asarray(x))
+                ys.append(int(y))
+            return np.stack(xs), np.asarray(ys, dtype=np.int64)
+
+        x_train, y_train = arrays(train, "train")
+        x_test, y_test = arrays(test, "test")
+        return cls(x_train, y_train, x_test, y_test, num_classes)
+
+    def central(self, name: str) -> CentralDataset:
+        """The checked splits; ``UserDataError`` (one line naming the dataset) when they do not fit."""
+        def fail(problem: str) -> UserDataError:
+            return UserDataError(f"dataset {name}: {problem}")
+
+        splits = {}
+        for which, x, y in (("train", self.x_train, self.y_train), ("test", self.x_test, self.y_test)):
+            x, y = np.asarray(x), np.asarray(y)
+            if x.ndim < 2 or y.ndim != 1 or len(x) != len(y) or len(y) == 0:
+                raise fail(f"x_{which} must be (n, features...) and y_{which} (n,) with n > 0; got {x.shape}, {y.shape}")
+            if len(y) > MAX_USER_SAMPLES:
+                raise fail(f"{len(y)} {which} samples, more than {MAX_USER_SAMPLES}")
+            if not np.issubdtype(y.dtype, np.integer):
+                raise fail(f"y_{which} must hold integer labels, not {y.dtype}")
+            if np.issubdtype(x.dtype, np.floating):
+                x = x.astype(np.float32, copy=False)
+                if not np.isfinite(x).all():
+                    raise fail(f"x_{which} holds NaN or infinity")
+            elif np.issubdtype(x.dtype, np.integer):
+                x = x.astype(np.int64, copy=False)
+            else:
+                raise fail(f"x_{which} must be numbers, not {x.dtype}")
+            splits[which] = ArrayDataset(np.ascontiguousarray(x), y.astype(np.int64, copy=False))
+        train, test = splits["train"], splits["test"]
+        if train.x.shape[1:] != test.x.shape[1:]:
+            raise fail(f"train and test features differ in shape ({train.x.shape[1:]} vs {test.x.shape[1:]})")
+        seen = int(max(train.y.max(), test.y.max())) + 1
+        classes = self.num_classes if self.num_classes is not None else seen
+        if min(train.y.min(), test.y.min()) < 0 or seen > classes:
+            raise fail(f"labels must lie in [0, {classes})")
+        groups, names = None, None
+        if self.groups is not None:
+            groups = np.asarray(self.groups)
+            if groups.shape != train.y.shape or not np.issubdtype(groups.dtype, np.integer) or groups.min() < 0:
+                raise fail("groups must be one integer >= 0 per train sample")
+            _, groups = np.unique(groups, return_inverse=True)
+            names = [str(g) for g in range(int(groups.max()) + 1)]
+        return CentralDataset(train, test, classes, tuple(train.x.shape[1:]), groups, names)
+
+
+# name -> a UserData, or a function of no arguments returning one (called when a run loads the data)
+USER_DATASETS: dict[str, UserData | Callable[[], UserData]] = {}
+
+
+def load_user(name: str) -> CentralDataset:
+    source = USER_DATASETS[name]
+    data = source() if callable(source) else source
+    if not isinstance(data, UserData):
+        raise UserDataError(f"dataset {name}: its loader returned {type(data).__name__}, not fedgc.UserData")
+    return data.central(name)

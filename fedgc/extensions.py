@@ -1,0 +1,300 @@
+"""A researcher's own models, datasets and compressors, without editing fedgc (docs/api.md, "Extending").
+
+Three ways in, one registry per kind (the same dicts the built-ins are listed in):
+
+- from Python: ``fedgc.register_model("tiny", TinyNet)``, ``register_dataset``, ``register_compressor``;
+- an import path in the scenario: ``model: {name: "my_pkg.models:TinyNet"}`` (also ``data.dataset``,
+  ``compression.name`` and ``downlink.name``), imported when the scenario is validated and registered
+  under that text;
+- an installed package that announces itself in the ``fedgc.plugins`` entry-point group: the entry
+  point is a function of no arguments that calls the ``register_*`` functions.
+
+Imports are the process's own decision, never a message's. A process imports a scenario's import path
+only when ``imports_allowed`` says so: always in the process that reads the user's scenario (the CLI,
+the API, Flower's simulation runtime started by fedgc), and on a deployed SuperNode only for modules its
+operator listed (node config ``plugins="my_pkg,other_pkg"``, ``node_policy``). A name a node does not
+know is refused in the reply (``unknown-model``...), never imported."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.metadata
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from fedgc.scenario_errors import ScenarioError
+
+ENTRY_POINT_GROUP = "fedgc.plugins"
+# Set for the processes of a runtime fedgc starts itself (Flower's simulation runtime): the user's own
+# scenario, so its import paths may be imported there too. An operator may set it on a SuperNode.
+ALLOW_IMPORTS_ENV = "FEDGC_ALLOW_IMPORTS"
+_PATH = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*):([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*)$")
+KINDS = ("model", "dataset", "compressor")
+
+
+class PluginError(ScenarioError):
+    """A plugin fedgc cannot use; ``str(err)`` is one line naming the plugin and what is wrong."""
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """One registered name: its kind, where it came from (``built-in``, ``python``, ``import path``,
+    ``plugin <distribution>``) and the object's qualified name."""
+
+    kind: str
+    name: str
+    source: str
+    target: str
+
+
+_SOURCES: dict[tuple[str, str], str] = {}
+_allowed_modules: tuple[str, ...] | None = None  # None: every module (the user's own process)
+
+
+def is_import_path(name: str) -> bool:
+    return ":" in name
+
+
+def imports_allowed(module: str) -> bool:
+    """Whether this process may import ``module`` for a scenario's import path."""
+    if _allowed_modules is None or os.environ.get(ALLOW_IMPORTS_ENV) == "1":
+        return True
+    return any(module == m or module.startswith(m + ".") for m in _allowed_modules)
+
+
+@contextlib.contextmanager
+def node_policy(listed: str | None) -> Iterator[None]:
+    """Within it, only the modules ``listed`` (comma-separated, a node config's ``plugins``) may be
+    imported for an import path: what a deployed ClientApp reads from a server is validated here."""
+    global _allowed_modules
+    before = _allowed_modules
+    _allowed_modules = tuple(m.strip() for m in (listed or "").split(",") if m.strip())
+    try:
+        yield
+    finally:
+        _allowed_modules = before
+
+
+def _qualname(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__name__)}"
+
+
+def import_object(path: str, kind: str) -> Any:
+    """The object an import path ``package.module:attribute`` names; ``PluginError`` (one line) when
+    the path is malformed, not allowed in this process, or does not resolve."""
+    match = _PATH.match(path)
+    if match is None:
+        raise PluginError(f"{kind} {path!r}: an import path is package.module:attribute")
+    module_name, attribute = match.groups()
+    if not imports_allowed(module_name):
+        raise PluginError(f"{kind} {path!r}: this node does not import {module_name} (its operator lists the "
+                          "modules it may import in node config plugins=...)")
+    try:
+        value: Any = importlib.import_module(module_name)
+    except ImportError as err:
+        raise PluginError(f"{kind} {path!r}: cannot import {module_name} ({err})".splitlines()[0]) from None
+    except Exception as err:  # noqa: BLE001 — a module that raises on import is the plugin's error, in one line
+        raise PluginError(f"{kind} {path!r}: importing {module_name} raised {type(err).__name__}: {err}"
+                          .splitlines()[0]) from None
+    for part in attribute.split("."):
+        if not hasattr(value, part):
+            raise PluginError(f"{kind} {path!r}: {module_name} has no attribute {attribute}")
+        value = getattr(value, part)
+    return value
+
+
+# --- models ----------------------------------------------------------------------------------------
+
+class NoOptions(BaseModel):
+    """A model that takes no options: any key in ``model.options`` is an error."""
+
+    model_config = {"extra": "forbid"}
+
+
+def register_model(name: str, builder: Callable[..., Any], options: type[BaseModel] | None = None) -> None:
+    """Make ``model.name: <name>`` build ``builder(input_shape, num_classes, **options) -> nn.Module``.
+    ``options``: a pydantic model of its settings (``model.options``; unknown keys are errors); None:
+    the builder's own ``Options`` if it is a class with one, else no options."""
+    _add_model(name, builder, options, "python")
+
+
+def _add_model(name: str, builder: Callable[..., Any], options: type[BaseModel] | None, source: str) -> None:
+    from fedgc.models import MODELS
+
+    _check_name(name, "model", MODELS)
+    if not callable(builder):
+        raise PluginError(f"model {name}: {builder!r} is not callable (a model is a class or function "
+                          "(input_shape, num_classes, **options) -> torch.nn.Module)")
+    declared = options if options is not None else getattr(builder, "Options", None)
+    if declared is None:
+        declared = NoOptions
+    if not (isinstance(declared, type) and issubclass(declared, BaseModel)):
+        raise PluginError(f"model {name}: its options must be a pydantic BaseModel subclass, not {declared!r}")
+    MODELS[name] = _with_options(builder, declared)
+    _SOURCES[("model", name)] = source
+
+
+def _with_options(builder: Callable[..., Any], options: type[BaseModel]) -> Any:
+    """The builder as the model registry holds models: a callable with an ``Options`` model."""
+    if getattr(builder, "Options", None) is options:
+        return builder
+
+    def build(input_shape: tuple[int, ...], num_classes: int, **kwargs: Any) -> Any:
+        return builder(input_shape, num_classes, **kwargs)
+
+    build.Options = options  # type: ignore[attr-defined]
+    build.__qualname__ = getattr(builder, "__qualname__", "model")
+    build.__module__ = getattr(builder, "__module__", __name__)
+    return build
+
+
+# --- datasets --------------------------------------------------------------------------------------
+
+def register_dataset(name: str, data: Any) -> None:
+    """Make ``data.dataset: <name>`` use ``data``: a ``fedgc.UserData`` (arrays, ``UserData.from_npz``,
+    ``UserData.from_torch``) or a function of no arguments returning one (called when a run loads it)."""
+    _add_dataset(name, data, "python")
+
+
+def _add_dataset(name: str, data: Any, source: str) -> None:
+    from fedgc.data.config import DATASET_NAMES
+    from fedgc.data.user import USER_DATASETS, UserData
+
+    _check_name(name, "dataset", {**dict.fromkeys(DATASET_NAMES), **USER_DATASETS})
+    if not (isinstance(data, UserData) or callable(data)):
+        raise PluginError(f"dataset {name}: expected a fedgc.UserData or a function returning one, "
+                          f"not {type(data).__name__}")
+    USER_DATASETS[name] = data
+    _SOURCES[("dataset", name)] = source
+
+
+# --- compressors -----------------------------------------------------------------------------------
+
+def register_compressor(cls: type, name: str | None = None) -> None:
+    """Make ``compression.name: <cls.name>`` (or ``name``) use ``cls``: a ``fedgc.Compressor`` subclass
+    whose ``compress`` returns one of the existing payload kinds, with an ``Options`` model derived from
+    ``fedgc.CompressorOptions`` for its keys (docs/api.md)."""
+    _add_compressor(cls, name, "python")
+
+
+def _add_compressor(cls: type, name: str | None, source: str) -> None:
+    from fedgc.compress.registry import COMPRESSORS, check_compressor
+
+    try:
+        check_compressor(cls)
+    except TypeError as err:
+        raise PluginError(f"compressor {name or getattr(cls, 'name', cls)!r}: {err}") from None
+    key = name or cls.name
+    _check_name(key, "compressor", COMPRESSORS)
+    COMPRESSORS[key] = cls
+    _SOURCES[("compressor", key)] = source
+
+
+def _check_name(name: str, kind: str, known: Any) -> None:
+    if not isinstance(name, str) or not name or len(name) > 200 or not name.isprintable():
+        raise PluginError(f"{kind} name {name!r}: expected a short printable name")
+    if name in known:
+        where = _SOURCES.get((kind, name), "built-in")
+        raise PluginError(f"{kind} {name!r} is registered already ({where}); choose another name")
+
+
+# --- import paths in a scenario ----------------------------------------------------------------------
+
+
+
+def resolve(kind: str, path: str) -> None:
+    """Register the object an import path names under that path (once; the same path again is a no-op)."""
+    if (kind, path) in _SOURCES:
+        return
+    value = import_object(path, kind)
+    if kind == "compressor":
+        _add_compressor(value, path, "import path")
+    elif kind == "model":
+        _add_model(path, value, None, "import path")
+    else:
+        _add_dataset(path, value, "import path")
+
+
+def resolve_scenario_paths(tree: Any) -> None:
+    """Import and register every import path a scenario tree names (model, dataset, compressors)."""
+    if not isinstance(tree, dict):
+        return
+    load_entry_points()
+    for section, key, kind in (("model", "name", "model"), ("data", "dataset", "dataset"),
+                               ("compression", "name", "compressor"), ("downlink", "name", "compressor")):
+        value = tree.get(section, {}).get(key) if isinstance(tree.get(section), dict) else None
+        if isinstance(value, str) and is_import_path(value):
+            resolve(kind, value)
+
+
+def registered_in_python(tree: dict[str, Any]) -> list[str]:
+    """The names a scenario uses that were registered from Python in this process only: other processes
+    (Flower's runtime, SuperNodes) cannot know them."""
+    used = [("model", tree.get("model", {}).get("name")), ("dataset", tree.get("data", {}).get("dataset")),
+            ("compressor", tree.get("compression", {}).get("name")), ("compressor", tree.get("downlink", {}).get("name"))]
+    return [f"{kind} {name}" for kind, name in used if _SOURCES.get((kind, name)) == "python"]
+
+
+# --- installed plugins ---------------------------------------------------------------------------
+
+_entry_points_loaded = False
+
+
+def load_entry_points() -> list[str]:
+    """Call every ``fedgc.plugins`` entry point once per process; returns their names. A plugin that
+    fails to load is a ``PluginError`` naming it."""
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return []
+    _entry_points_loaded = True
+    names = []
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        distribution = entry.dist.name if entry.dist is not None else entry.value
+        before = set(_SOURCES)
+        try:
+            entry.load()()
+        except PluginError:
+            raise
+        except Exception as err:  # noqa: BLE001 — the plugin's error, in one line
+            raise PluginError(f"plugin {entry.name} ({distribution}): {type(err).__name__}: {err}"
+                              .splitlines()[0]) from None
+        for key in set(_SOURCES) - before:
+            _SOURCES[key] = f"plugin {distribution}"
+        names.append(entry.name)
+    return names
+
+
+def registered() -> list[PluginInfo]:
+    """Everything registered: built-in and added, each with where it came from."""
+    from fedgc.compress.registry import COMPRESSORS
+    from fedgc.data.config import DATASET_NAMES
+    from fedgc.data.user import USER_DATASETS
+    from fedgc.models import MODELS
+
+    load_entry_points()
+    rows = []
+    for kind, table in (("model", MODELS), ("dataset", {**{n: None for n in DATASET_NAMES}, **USER_DATASETS}),
+                        ("compressor", COMPRESSORS)):
+        for name, value in table.items():
+            target = _qualname(value) if value is not None else "fedgc.data"
+            rows.append(PluginInfo(kind, name, _SOURCES.get((kind, name), "built-in"), target))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``fedgc plugins``: every model, dataset and compressor fedgc knows, and where each came from."""
+    try:
+        rows = registered()
+    except PluginError as err:
+        print(f"error: {err}", file=__import__("sys").stderr)
+        return 2
+    width = max(len(r.name) for r in rows)
+    for row in rows:
+        print(f"{row.kind:<10} {row.name:<{width}}  {row.source:<12} {row.target}")
+    return 0

@@ -1,0 +1,199 @@
+"""A researcher's own model, dataset and compressor, without editing fedgc (docs/api.md, "Extending").
+
+Each way in — a Python call, an import path in the scenario, an installed plugin's entry point — lands
+in the same registry the built-ins are listed in, and runs like a built-in; each bad input is one line
+naming the plugin; and a deployed client never imports code because a message named it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import fedgc
+from fedgc import extensions
+
+BASE = {"name": "ext", "seed": 1, "rounds": 2,
+        "data": {"dataset": "digits", "num_clients": 4, "partition": "iid"},
+        "model": {"name": "mlp", "options": {"hidden": [16]}},
+        "client": {"local_steps": 2, "batch_size": 16, "lr": 0.1},
+        "compression": {"name": "topk", "density": 0.1},
+        "strategy": {"fraction": 0.5}, "checkpoint_every": 0}
+
+MODULE = '''
+import torch
+from pydantic import BaseModel, ConfigDict
+from torch import nn
+
+import fedgc
+
+
+class TinyNet(nn.Module):
+    """Flatten, one hidden layer."""
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        hidden: int = 8
+
+    def __init__(self, input_shape, num_classes, hidden=8):
+        super().__init__()
+        size = 1
+        for side in input_shape:
+            size *= side
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(size, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class HalfTopK(fedgc.Compressor):
+    """The half of each tensor's entries of largest magnitude."""
+
+    name = "half_topk"
+
+    def compress(self, tensor, name, ctx):
+        flat = tensor.detach().flatten()
+        k = max(1, flat.numel() // 2)
+        indices = torch.topk(flat.abs(), k).indices.sort().values
+        return fedgc.SparsePayload(indices=indices, values=flat[indices].float(), shape=tuple(tensor.shape))
+
+
+class NotACompressor:
+    name = "nope"
+'''
+
+
+@pytest.fixture
+def user_module(tmp_path, monkeypatch):
+    """``user_models`` in a temporary folder on sys.path, as a researcher's own package would be."""
+    name = f"user_models_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return name
+
+
+def test_a_model_and_a_compressor_by_import_path_run_like_built_ins(user_module):
+    tree = {**BASE, "model": {"name": f"{user_module}:TinyNet", "options": {"hidden": 12}},
+            "compression": {"name": f"{user_module}:HalfTopK"}}
+    run = fedgc.run(tree)
+    assert run.summary.rounds == 2 and run.summary.updates_applied == 4
+    assert type(run.model).__name__ == "TinyNet" and run.model.net[1].out_features == 12
+    ratio = run.summary.compression_ratio_up
+    assert 1.2 < ratio < 2.0, ratio  # half the entries, with their indices: measured on the wire like DGC's
+    sources = {(p.kind, p.name): p.source for p in fedgc.registered()}
+    assert sources[("model", f"{user_module}:TinyNet")] == "import path"
+    assert sources[("model", "mlp")] == "built-in"
+
+
+def test_a_model_a_dataset_and_a_compressor_from_python(tmp_path):
+    from torch import nn
+
+    def two_layer(input_shape, num_classes):
+        return nn.Sequential(nn.Flatten(), nn.Linear(int(np.prod(input_shape)), num_classes))
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 6)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    np.savez(tmp_path / "blobs.npz", x_train=x[:300], y_train=y[:300], x_test=x[300:], y_test=y[300:])
+    fedgc.register_model(f"two_layer_{tmp_path.name}", two_layer)
+    fedgc.register_dataset(f"blobs_{tmp_path.name}", fedgc.UserData.from_npz(tmp_path / "blobs.npz"))
+    tree = {**BASE, "rounds": 5, "data": {"dataset": f"blobs_{tmp_path.name}", "num_clients": 3, "partition": "dirichlet",
+                                          "alpha": 1.0},
+            "model": {"name": f"two_layer_{tmp_path.name}"}, "strategy": {"fraction": 1.0},
+            "client": {"local_steps": 10, "batch_size": 16, "lr": 0.5}}
+    run = fedgc.run(tree)
+    assert run.summary.final_accuracy > 0.8  # a linearly separable set: the user's data and model learn
+    with pytest.raises(ValueError, match=r"engine .flower.: model two_layer_.* registered from Python"):
+        from fedgc.engines import run_flower
+
+        run_flower(fedgc.Scenario.from_dict({**tree, "engine": "flower"}), None)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"model": {"name": "{m}:Missing"}}, "model '{m}:Missing': {m} has no attribute Missing"),
+    ({"model": {"name": "no_such_pkg_xyz:Net"}}, "model 'no_such_pkg_xyz:Net': cannot import no_such_pkg_xyz"),
+    ({"model": {"name": "{m}:TinyNet", "options": {"width": 3}}}, "model: options.width: unknown key (model {m}:TinyNet)"),
+    ({"compression": {"name": "{m}:NotACompressor"}}, "is not a Compressor subclass"),
+    ({"model": {"name": "bad path:X"}}, "model 'bad path:X': an import path is package.module:attribute"),
+])
+def test_bad_plugins_are_one_line_naming_the_plugin(user_module, change, message):
+    tree = {**BASE}
+    for section, values in change.items():
+        tree[section] = {k: (v.replace("{m}", user_module) if isinstance(v, str) else v) for k, v in values.items()}
+    with pytest.raises(fedgc.ScenarioError) as err:
+        fedgc.Scenario.from_dict(tree)
+    assert message.replace("{m}", user_module) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_name_registered_twice_is_refused(tmp_path):
+    from torch import nn
+
+    fedgc.register_model(f"twice_{tmp_path.name}", nn.Linear)
+    with pytest.raises(fedgc.PluginError, match=f"model 'twice_{tmp_path.name}' is registered already"):
+        fedgc.register_model(f"twice_{tmp_path.name}", nn.Linear)
+    with pytest.raises(fedgc.PluginError, match="'mlp' is registered already"):
+        fedgc.register_model("mlp", nn.Linear)
+    from fedgc.compress.topk import TopK
+
+    with pytest.raises(fedgc.PluginError, match="compressor 'topk' is registered already"):
+        fedgc.register_compressor(TopK)
+
+
+def test_a_message_never_makes_a_node_import(user_module, tmp_path):
+    """The client's side: an import path in a train message is resolved only for a module the node's
+    operator listed (node config plugins=...); otherwise it stays unknown and is refused."""
+    from fedgc.flower.client_config import node_known
+    from fedgc.models import MODELS
+
+    name = f"{user_module}:TinyNet"
+    with extensions.node_policy(""):
+        node_known("model", name, MODELS)
+    assert name not in MODELS and user_module not in sys.modules  # never imported
+    with extensions.node_policy(f"other_pkg,{user_module}"):
+        node_known("model", name, MODELS)
+    assert name in MODELS
+
+
+def test_the_client_refuses_an_import_path_it_was_not_allowed(user_module):
+    """Through the real ClientApp: the refusal is a reply with its reason, and nothing is imported."""
+    from fedgc.flower import keys
+    from tests.test_client_message_hostile import answer, base_content, context
+
+    content = base_content()
+    content.config_records[keys.CLIENT_CONFIG][keys.CC_MODEL] = f"{user_module}:TinyNet"
+    assert answer(content, context()) == "unknown-model"
+    content = base_content()
+    content.config_records[keys.CLIENT_CONFIG][keys.CC_COMPRESSOR] = f"{user_module}:HalfTopK"
+    assert answer(content, context()) == "bad-client-config"
+    assert user_module not in sys.modules
+
+
+def test_fedgc_plugins_lists_built_ins_and_an_installed_plugin(tmp_path):
+    """An installed package announcing itself in the fedgc.plugins entry-point group (a .dist-info on
+    the path, as pip writes it) is listed by ``fedgc plugins`` with where it came from."""
+    package = tmp_path / "site"
+    (package / "acme_fl").mkdir(parents=True)
+    (package / "acme_fl" / "__init__.py").write_text(textwrap.dedent('''
+        from torch import nn
+
+        import fedgc
+
+
+        def register():
+            fedgc.register_model("acme_linear", lambda shape, classes: nn.Linear(shape[-1], classes))
+    '''))
+    info = package / "acme_fl-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-fl\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[fedgc.plugins]\nacme = acme_fl:register\n")
+    env = {**os.environ, "PYTHONPATH": str(package)}
+    out = subprocess.run([sys.executable, "-m", "fedgc", "plugins"], check=False, capture_output=True,
+                         text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    lines = {tuple(line.split()[:3]) for line in out.stdout.splitlines()}
+    assert ("model", "acme_linear", "plugin") in lines and ("model", "small_cnn", "built-in") in lines
+    assert ("compressor", "dgc", "built-in") in lines and ("dataset", "digits", "built-in") in lines
