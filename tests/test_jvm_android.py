@@ -5,7 +5,7 @@
   newer than API 23 (``Long.compareUnsigned``, ``java.util.Base64``, ``java.nio.file``) would fail it;
 - AOSP's ``dx`` dexes the lite jar (client + protobuf runtime) at ``--min-sdk-version=26`` with no
   error (``dx`` does not desugar lambdas; D8 does, for lower API levels).
-- ``fedgc.wire.Unsigned``, the client's own unsigned-long helpers that replace the API-26 ones, equals
+- ``fedgc.supernode.Unsigned``, the client's own unsigned-long helpers that replace the API-26 ones, equals
   the JDK's ``Long.compareUnsigned``/``toUnsignedString``/``parseUnsignedLong``.
 
 The Android files are ``$FEDGC_SHARED_DIR/android`` (default ``../shared`` beside the repository);

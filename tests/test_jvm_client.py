@@ -62,6 +62,21 @@ def jar() -> Path:
     return JAR
 
 
+def test_the_sdk_compiles_without_the_app(jar, tmp_path):
+    """The Flower SuperNode SDK (``fedgc.supernode``) is a layer of its own: its sources and Flower's
+    generated classes compile alone, without fedgc's app (``fedgc.client``) or its ``wire``,
+    ``compress`` and ``train`` packages; and no SDK source names them."""
+    sdk = JVM / "src" / "main" / "java" / "fedgc" / "supernode"
+    sources = sorted(str(p) for p in (JVM / "build" / "gen").rglob("*.java")) + sorted(str(p) for p in sdk.glob("*.java"))
+    result = subprocess.run(["javac", "--release", "8", "-nowarn", "-encoding", "UTF-8", "-cp", str(PROTOBUF_JAR),
+                             "-d", str(tmp_path), *sources], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for path in sdk.glob("*.java"):
+        code = "\n".join(line for line in path.read_text().splitlines() if not line.lstrip().startswith(("*", "/*", "//")))
+        for app in ("fedgc.client", "fedgc.wire", "fedgc.compress", "fedgc.train"):
+            assert app not in code, f"{path.name} uses {app}"
+
+
 def test_committed_schema_is_the_installed_flwrs():
     result = subprocess.run([sys.executable,
                              str(JVM / "gen_proto.py"), "--check"], capture_output=True, text=True, check=False)
@@ -72,7 +87,7 @@ def test_committed_schema_is_the_installed_flwrs():
 
 
 def selfcheck_messages(lr: float = 0.1):
-    """The two messages of clients/jvm/src/test/java/fedgc/client/SelfCheck.java, built with flwr."""
+    """The two messages of clients/jvm/src/test/java/fedgc/supernode/SelfCheck.java, built with flwr."""
     from flwr.app import Array, ArrayRecord, ConfigRecord, Error, Message, MetricRecord, RecordDict
     from flwr.app.metadata import Metadata
 
@@ -111,7 +126,7 @@ def run_selfcheck(tmp_path: Path, lr: float) -> subprocess.CompletedProcess:
             (objects / object_id).write_bytes(obj.deflate())
         manifest[name] = message.object_id
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    return subprocess.run(["java", "-cp", f"{JAR}{os.pathsep}{TESTS_JAR}", "fedgc.client.SelfCheck", str(tmp_path)],
+    return subprocess.run(["java", "-cp", f"{JAR}{os.pathsep}{TESTS_JAR}", "fedgc.supernode.SelfCheck", str(tmp_path)],
                           capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -317,7 +332,7 @@ def test_jvm_supernode_answers_a_flower_serverapp(jar, tmp_path):
     try:
         # The node starts first: it must retry (with back-off) until the SuperLink is up.
         node = ManagedProcess(["java", "-jar", str(jar), "--superlink", f"127.0.0.1:{port}", "--insecure",
-                               "--node-config", NODE_CONFIG, "--handler", "fedgc.client.EchoHandler"], logs / "jvm-supernode.log", env)
+                               "--node-config", NODE_CONFIG, "--handler", "fedgc.supernode.EchoHandler"], logs / "jvm-supernode.log", env)
         processes.append(node)
         deadline = time.monotonic() + 30
         while "Connection attempt failed" not in node.log_tail(5):
@@ -387,7 +402,7 @@ def test_jvm_supernode_over_tls_with_a_registered_key(jar, tmp_path):
 
         node = ManagedProcess(["java", "-jar", str(jar), "--superlink", f"127.0.0.1:{port}", "--root-certificates",
                                "ca.crt", "--auth-supernode-private-key", "node-key",
-                               "--handler", "fedgc.client.EchoHandler"], logs / "jvm-supernode.log", env,
+                               "--handler", "fedgc.supernode.EchoHandler"], logs / "jvm-supernode.log", env,
                               cwd=tmp_path)
         processes.append(node)
         submit_echo(tmp_path, "edge", env, node)

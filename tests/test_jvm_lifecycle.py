@@ -1,4 +1,4 @@
-"""The JVM SuperNode as a library an app embeds (``fedgc.client.LifecycleCheck``, test code, against a
+"""The JVM SuperNode as a library an app embeds (``fedgc.supernode.LifecycleCheck``, test code, against a
 real insecure ``flower-superlink`` on 127.0.0.1, no ``Main``): every log line goes to the logger the app
 installs and none to standard error; ``requestStop()`` before ``run()`` returns at once; ``run()`` in a
 thread registers, and ``requestStop()`` deactivates, unregisters and returns 0; a SuperNode runs once
@@ -24,7 +24,7 @@ def test_supernode_start_stop_restart_and_logger(tmp_path, jar):  # noqa: F811
     port = free_port()
     link = start_superlink(port, tmp_path, env, simulation=False)
     try:
-        result = subprocess.run(["java", "-cp", f"{JAR}{os.pathsep}{TESTS_JAR}", "fedgc.client.LifecycleCheck",
+        result = subprocess.run(["java", "-cp", f"{JAR}{os.pathsep}{TESTS_JAR}", "fedgc.supernode.LifecycleCheck",
                                  f"127.0.0.1:{port}", str(tmp_path)], capture_output=True, text=True, timeout=180,
                                 check=False)
     finally:

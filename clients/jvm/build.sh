@@ -37,7 +37,7 @@ mkdir -p build/gen build/classes build/test-classes build/gen-lite build/classes
 "$PROTOC" --descriptor_set_in=proto/flwr-proto.desc --java_out=build/gen $FILES 2> >(grep -v "matches the name of one of the types" >&2)
 javac --release 8 -nowarn -encoding UTF-8 -cp "$PROTOBUF_JAR" -d build/classes \
     $(find build/gen src/main/java -name '*.java' | sort)
-cp proto/FLWR_VERSION build/classes/fedgc/client/FLWR_VERSION
+cp proto/FLWR_VERSION build/classes/fedgc/supernode/FLWR_VERSION
 (cd build/classes && jar xf "$(readlink -f "$PROTOBUF_JAR")" com)
 jar --create --file build/fedgc-client.jar --main-class fedgc.client.Main -C build/classes .
 javac --release 8 -nowarn -encoding UTF-8 -cp build/fedgc-client.jar -d build/test-classes \
@@ -47,7 +47,7 @@ jar --create --file build/fedgc-client-tests.jar -C build/test-classes .
 "$PROTOC" --descriptor_set_in=proto/flwr-proto.desc --java_out=lite:build/gen-lite $FILES 2> >(grep -v "matches the name of one of the types" >&2)
 javac --release 8 -nowarn -encoding UTF-8 -cp "$PROTOBUF_JAR" -d build/classes-lite \
     $(find build/gen-lite src/main/java -name '*.java' | sort)
-cp proto/FLWR_VERSION build/classes-lite/fedgc/client/FLWR_VERSION
+cp proto/FLWR_VERSION build/classes-lite/fedgc/supernode/FLWR_VERSION
 (cd build/classes-lite && jar xf "$(readlink -f "$PROTOBUF_JAR")" com)
 jar --create --file build/fedgc-client-lite.jar --main-class fedgc.client.Main -C build/classes-lite .
 echo "built clients/jvm/build/fedgc-client.jar ($(wc -c < build/fedgc-client.jar) bytes; protoc $protoc_version, flwr $(cat proto/FLWR_VERSION))"

@@ -1,5 +1,12 @@
 package fedgc.client;
 
+import fedgc.supernode.Array;
+import fedgc.supernode.ArrayRecord;
+import fedgc.supernode.ConfigRecord;
+import fedgc.supernode.Json;
+import fedgc.supernode.Npy;
+import fedgc.supernode.Record;
+
 import java.math.BigInteger;
 import java.util.ArrayList;
 import java.util.Arrays;

@@ -1,5 +1,11 @@
 package fedgc.client;
 
+import fedgc.supernode.Array;
+import fedgc.supernode.ArrayRecord;
+import fedgc.supernode.ConfigRecord;
+import fedgc.supernode.Npy;
+import fedgc.supernode.RecordDict;
+
 import fedgc.compress.Tensor;
 import fedgc.wire.Codec;
 import fedgc.wire.CodecException;

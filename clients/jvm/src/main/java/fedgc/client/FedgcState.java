@@ -1,6 +1,8 @@
 package fedgc.client;
 
-import fedgc.wire.Unsigned;
+import fedgc.supernode.Npy;
+
+import fedgc.supernode.Unsigned;
 import fedgc.compress.Tensor;
 import fedgc.train.Dataset;
 import java.io.ByteArrayInputStream;

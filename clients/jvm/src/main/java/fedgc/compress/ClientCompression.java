@@ -1,6 +1,7 @@
 package fedgc.compress;
 
-import fedgc.client.Npy;
+import fedgc.supernode.Npy;
+
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;

@@ -1,6 +1,7 @@
 package fedgc.compress;
 
-import fedgc.client.ArrayRecord;
+import fedgc.supernode.ArrayRecord;
+
 import fedgc.wire.Codec;
 import fedgc.wire.Payload;
 import java.util.ArrayList;

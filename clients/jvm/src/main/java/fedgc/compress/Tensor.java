@@ -1,6 +1,7 @@
 package fedgc.compress;
 
-import fedgc.client.Array;
+import fedgc.supernode.Array;
+
 import java.util.Arrays;
 
 /** A float32 tensor: its shape and its values, flat in C (row-major) order. */

@@ -1,6 +1,7 @@
 package fedgc.train;
 
-import fedgc.client.Npy;
+import fedgc.supernode.Npy;
+
 import java.io.ByteArrayOutputStream;
 import java.io.File;
 import java.io.FileInputStream;

@@ -1,5 +1,7 @@
 package fedgc.train;
 
+import fedgc.supernode.ArrayRecord;
+
 import fedgc.compress.Tensor;
 import java.util.LinkedHashMap;
 

@@ -1,8 +1,11 @@
 package fedgc.wire;
 
-import fedgc.client.Array;
-import fedgc.client.ArrayRecord;
-import fedgc.client.Npy;
+import fedgc.supernode.Unsigned;
+
+import fedgc.supernode.Array;
+import fedgc.supernode.ArrayRecord;
+import fedgc.supernode.Npy;
+
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;

@@ -1,5 +1,7 @@
 package fedgc.wire;
 
+import fedgc.supernode.Unsigned;
+
 /**
  * What a compressor produces for one parameter and what the update blob carries (one entry per
  * parameter, docs/wire-format.md), as fedgc's {@code fedgc/compress/payloads.py}. Every payload knows

@@ -1,5 +1,9 @@
 package fedgc.check;
 
+import fedgc.supernode.Array;
+import fedgc.supernode.ArrayRecord;
+import fedgc.supernode.Npy;
+
 import fedgc.compress.ClientCompression;
 import fedgc.compress.CompressedUpdate;
 import fedgc.compress.CompressionContext;
@@ -11,7 +15,6 @@ import fedgc.compress.NoMemory;
 import fedgc.compress.ResidualMemory;
 import fedgc.compress.Tensor;
 import fedgc.compress.TopK;
-import fedgc.client.Npy;
 import fedgc.train.Dataset;
 import fedgc.train.MlpTrainer;
 import fedgc.train.TrainConfig;
@@ -207,13 +210,13 @@ public final class JvmCheck {
 
     static int record(File blobFile, String shapes, File out) throws IOException {
         byte[] blob = read(blobFile);
-        fedgc.client.ArrayRecord record = Codec.toRecord(blob);
+        fedgc.supernode.ArrayRecord record = Codec.toRecord(blob);
         write(out, record.get(Codec.UPDATE_KEY).data);
-        fedgc.client.ArrayRecord twoKeys = Codec.toRecord(blob);
-        twoKeys.put("extra", fedgc.client.Array.ofFloat32(new float[] {1f}));
-        fedgc.client.ArrayRecord floats = new fedgc.client.ArrayRecord();
-        floats.put(Codec.UPDATE_KEY, fedgc.client.Array.ofFloat32(new float[] {1f, 2f}));
-        for (fedgc.client.ArrayRecord r : Arrays.asList(record, twoKeys, floats)) {
+        fedgc.supernode.ArrayRecord twoKeys = Codec.toRecord(blob);
+        twoKeys.put("extra", fedgc.supernode.Array.ofFloat32(new float[] {1f}));
+        fedgc.supernode.ArrayRecord floats = new fedgc.supernode.ArrayRecord();
+        floats.put(Codec.UPDATE_KEY, fedgc.supernode.Array.ofFloat32(new float[] {1f, 2f}));
+        for (fedgc.supernode.ArrayRecord r : Arrays.asList(record, twoKeys, floats)) {
             try {
                 System.out.println("ok " + Codec.fromRecord(r, shapes(shapes)).size() + " payloads");
             } catch (CodecException err) {

@@ -1,9 +1,10 @@
 package fedgc.check;
 
+import fedgc.supernode.Message;
+import fedgc.supernode.NodeContext;
+
 import fedgc.client.FedgcHandler;
 import fedgc.client.FedgcState;
-import fedgc.client.Message;
-import fedgc.client.NodeContext;
 import fedgc.compress.CompressedUpdate;
 import fedgc.compress.Tensor;
 import java.io.File;

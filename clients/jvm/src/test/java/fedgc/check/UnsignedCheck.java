@@ -1,6 +1,6 @@
 package fedgc.check;
 
-import fedgc.wire.Unsigned;
+import fedgc.supernode.Unsigned;
 import java.util.Random;
 
 /**

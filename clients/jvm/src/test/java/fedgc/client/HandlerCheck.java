@@ -1,5 +1,14 @@
 package fedgc.client;
 
+import fedgc.supernode.Array;
+import fedgc.supernode.ArrayRecord;
+import fedgc.supernode.ConfigRecord;
+import fedgc.supernode.Json;
+import fedgc.supernode.Message;
+import fedgc.supernode.Metadata;
+import fedgc.supernode.NodeContext;
+import fedgc.supernode.RecordDict;
+
 import fedgc.compress.Tensor;
 import fedgc.wire.Codec;
 import java.io.File;

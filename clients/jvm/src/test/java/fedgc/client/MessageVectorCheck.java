@@ -1,5 +1,15 @@
 package fedgc.client;
 
+import fedgc.supernode.Array;
+import fedgc.supernode.ArrayRecord;
+import fedgc.supernode.ConfigRecord;
+import fedgc.supernode.Json;
+import fedgc.supernode.Message;
+import fedgc.supernode.Metadata;
+import fedgc.supernode.MetricRecord;
+import fedgc.supernode.NodeContext;
+import fedgc.supernode.RecordDict;
+
 import java.io.File;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;

@@ -1,4 +1,4 @@
-package fedgc.client;
+package fedgc.supernode;
 
 import java.util.LinkedHashMap;
 

@@ -1,4 +1,4 @@
-package fedgc.client;
+package fedgc.supernode;
 
 import com.google.protobuf.MessageLite;
 import com.google.protobuf.Parser;

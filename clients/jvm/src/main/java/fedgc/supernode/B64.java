@@ -1,4 +1,4 @@
-package fedgc.client;
+package fedgc.supernode;
 
 import java.io.ByteArrayOutputStream;
 import java.io.File;

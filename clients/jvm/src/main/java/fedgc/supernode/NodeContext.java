@@ -1,4 +1,4 @@
-package fedgc.client;
+package fedgc.supernode;
 
 import java.io.File;
 import java.util.Collections;
@@ -15,7 +15,7 @@ public final class NodeContext {
     /** {@code --data-dir}, or null. */
     public final File dataDir;
 
-    NodeContext(long nodeId, long runId, Map<String, Object> nodeConfig, Map<String, Object> runOverrideConfig,
+    public NodeContext(long nodeId, long runId, Map<String, Object> nodeConfig, Map<String, Object> runOverrideConfig,
                 File dataDir) {
         this.nodeConfig = Collections.unmodifiableMap(nodeConfig);
         this.nodeId = nodeId;

@@ -1,4 +1,4 @@
-package fedgc.client;
+package fedgc.supernode;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;

@@ -1,4 +1,4 @@
-package fedgc.wire;
+package fedgc.supernode;
 
 /**
  * Unsigned 64-bit helpers: what {@code Long.compareUnsigned}, {@code Long.toUnsignedString} and

@@ -1,4 +1,4 @@
-package fedgc.client;
+package fedgc.supernode;
 
 /**
  * The client's log calls, sent to the installed {@link Logger} (default {@link Logger#JAVA_UTIL_LOGGING};

@@ -1,6 +1,5 @@
-package fedgc.client;
+package fedgc.supernode;
 
-import fedgc.wire.Unsigned;
 import com.google.protobuf.ByteString;
 import flwr.proto.FleetOuterClass;
 import flwr.proto.Heartbeat;

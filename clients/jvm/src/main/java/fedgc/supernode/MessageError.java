@@ -1,4 +1,4 @@
-package fedgc.client;
+package fedgc.supernode;
 
 /** Flower's message {@code Error}: a code (Flower's {@code ErrorCode}) and an optional reason. */
 public final class MessageError {

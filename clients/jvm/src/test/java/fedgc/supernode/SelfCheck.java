@@ -1,4 +1,4 @@
-package fedgc.client;
+package fedgc.supernode;
 
 import java.io.File;
 import java.io.IOException;
@@ -14,7 +14,7 @@ import java.util.Map;
 /**
  * Java-side check that this client's objects are Flower's, byte for byte (run by
  * tests/test_jvm_client.py, which writes DIR with Python's flwr first):
- * {@code java -cp fedgc-client.jar:fedgc-client-tests.jar fedgc.client.SelfCheck DIR}.
+ * {@code java -cp fedgc-client.jar:fedgc-client-tests.jar fedgc.supernode.SelfCheck DIR}.
  *
  * <p>DIR/manifest.json names the root object id of two messages Python built (one with content, one
  * carrying an error); DIR/objects/ID holds every object Python deflated. For each message this

@@ -1,4 +1,4 @@
-package fedgc.client;
+package fedgc.supernode;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -10,11 +10,11 @@ import java.util.Map;
  * {@code json.dumps} does (ASCII only, {@code \\uXXXX} escapes), since object ids hash those bytes; the
  * parser reads objects, arrays, strings and integers.
  */
-final class Json {
+public final class Json {
     private Json() {}
 
     /** Append {@code s} as Python's {@code json.dumps(s)} (ensure_ascii=True) writes it. */
-    static void string(StringBuilder out, String s) {
+    public static void string(StringBuilder out, String s) {
         out.append('"');
         for (int i = 0; i < s.length(); i++) {
             char c = s.charAt(i);
@@ -59,7 +59,7 @@ final class Json {
     }
 
     /** Parse JSON text: Map (insertion-ordered), List, String, Long, Boolean or null. */
-    static Object parse(String text) {
+    public static Object parse(String text) {
         Json.Parser p = new Json.Parser(text);
         Object v = p.value();
         p.ws();

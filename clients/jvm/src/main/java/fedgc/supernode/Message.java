@@ -1,4 +1,4 @@
-package fedgc.client;
+package fedgc.supernode;
 
 /** Flower's {@code Message}: metadata plus either content (a {@link RecordDict}) or an error. */
 public final class Message {

@@ -1,6 +1,5 @@
-package fedgc.client;
+package fedgc.supernode;
 
-import fedgc.wire.Unsigned;
 
 /**
  * Flower's message {@code Metadata}, immutable (build one with {@link #builder()}, change one with

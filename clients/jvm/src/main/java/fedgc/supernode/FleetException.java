@@ -1,4 +1,4 @@
-package fedgc.client;
+package fedgc.supernode;
 
 /** A Fleet API call the SuperLink answered with an HTTP error (its Flower error detail, when it sent one). */
 public final class FleetException extends Exception {

@@ -1,4 +1,4 @@
-package fedgc.client;
+package fedgc.supernode;
 
 /**
  * The application: one instruction message in, its reply out (what a ClientApp is to a Python

@@ -1,4 +1,4 @@
-package fedgc.client;
+package fedgc.supernode;
 
 /** One of Flower's records held by a {@link RecordDict}: {@link ArrayRecord}, {@link ConfigRecord}, {@link MetricRecord}. */
 public interface Record {}

@@ -1,4 +1,4 @@
-package fedgc.client;
+package fedgc.supernode;
 
 /**
  * Where the client's log lines go. An app installs its own with {@link Log#setLogger} (e.g. one that

@@ -1,4 +1,4 @@
-package fedgc.client;
+package fedgc.supernode;
 
 import com.google.protobuf.ByteString;
 import com.google.protobuf.InvalidProtocolBufferException;
