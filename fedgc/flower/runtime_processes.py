@@ -145,12 +145,15 @@ def start_superlink(port: int, workdir: Path, env: dict[str, str], *, simulation
 
 
 def start_supernode(superlink_port: int, partition: int, num_partitions: int, workdir: Path,
-                    env: dict[str, str], data_dir: Path | None = None) -> ManagedProcess:
+                    env: dict[str, str], data_dir: Path | None = None, plugins: str | None = None) -> ManagedProcess:
     """An insecure SuperNode holding ``partition`` (its ClientApp reads ``node_config``); with
-    ``data_dir``, it trains on that folder's ``train.npz`` (device-local data)."""
+    ``data_dir``, it trains on that folder's ``train.npz`` (device-local data); ``plugins``: the
+    modules a train message's import paths may name on this node (docs/api.md)."""
     node_config = f"partition-id={partition} num-partitions={num_partitions}"
     if data_dir is not None:
         node_config += f" data-dir='{data_dir}'"  # a TOML literal string: no escapes in the path
+    if plugins is not None:
+        node_config += f" plugins='{plugins}'"
     command = [script("flower-supernode"), "--insecure", "--superlink", f"127.0.0.1:{superlink_port}",
                "--node-config", node_config,
                "--host", "127.0.0.1", "--port", str(free_port())]
