@@ -6,7 +6,7 @@
     fedgc fetch ITEM [--dir D]       download data sets and traces (docs/data.md)
     fedgc export-data SCENARIO --out D   write partitions as device data (docs/deploy-edge.md)
     fedgc submit APP CONNECTION --run-config F   flwr run on a deployment, exit 1 if the run failed
-    fedgc plugins                    the models, datasets and compressors known, and where each came from
+    fedgc plugins                    the models, datasets, compressors and aggregation rules known, and their source
 
 This module only dispatches: each subcommand's options are those of the module it calls.
 It must stay importable by old Pythons, so that they get a one-line message instead of a traceback.

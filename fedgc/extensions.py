@@ -1,10 +1,10 @@
-"""A researcher's own models, datasets and compressors, without editing fedgc (docs/api.md, "Extending").
+"""A researcher's own models, datasets, compressors and aggregation rules, without editing fedgc (docs/api.md, "Extending").
 
 Three ways in, one registry per kind (the same dicts the built-ins are listed in):
 
-- from Python: ``fedgc.register_model("tiny", TinyNet)``, ``register_dataset``, ``register_compressor``;
+- from Python: ``fedgc.register_model("tiny", TinyNet)``, ``register_dataset``, ``register_compressor``, ``register_aggregator``;
 - an import path in the scenario: ``model: {name: "my_pkg.models:TinyNet"}`` (also ``data.dataset``,
-  ``compression.name`` and ``downlink.name``), imported when the scenario is validated and registered
+  ``compression.name``, ``downlink.name`` and ``strategy.aggregation``), imported when the scenario is validated and registered
   under that text;
 - an installed package that announces itself in the ``fedgc.plugins`` entry-point group: the entry
   point is a function of no arguments that calls the ``register_*`` functions.
@@ -35,7 +35,7 @@ ENTRY_POINT_GROUP = "fedgc.plugins"
 # scenario, so its import paths may be imported there too. An operator may set it on a SuperNode.
 ALLOW_IMPORTS_ENV = "FEDGC_ALLOW_IMPORTS"
 _PATH = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*):([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*)$")
-KINDS = ("model", "dataset", "compressor")
+KINDS = ("model", "dataset", "compressor", "aggregator")
 
 
 class PluginError(ScenarioError):
@@ -196,6 +196,29 @@ def _add_compressor(cls: type, name: str | None, source: str) -> None:
     _SOURCES[("compressor", key)] = source
 
 
+# --- aggregation rules ----------------------------------------------------------------------------
+
+def register_aggregator(cls: type, name: str | None = None) -> None:
+    """Make ``strategy.aggregation: <cls.name>`` (or ``name``) use ``cls``: a ``fedgc.Aggregator``
+    subclass (server side only: clients never see it)."""
+    _add_aggregator(cls, name, "python")
+
+
+def _add_aggregator(cls: type, name: str | None, source: str) -> None:
+    from fedgc.aggregators import AGGREGATORS, check_aggregator
+
+    try:
+        check_aggregator(cls)
+    except TypeError as err:
+        raise PluginError(f"aggregator {name or getattr(cls, 'name', cls)!r}: {err}") from None
+    key = name or getattr(cls, "name", None)
+    if not isinstance(key, str):
+        raise PluginError(f"aggregator {cls.__name__}: set its name (the scenario's strategy.aggregation)")
+    _check_name(key, "aggregator", AGGREGATORS)
+    AGGREGATORS[key] = cls
+    _SOURCES[("aggregator", key)] = source
+
+
 def _check_name(name: str, kind: str, known: Any) -> None:
     if not isinstance(name, str) or not name or len(name) > 200 or not name.isprintable():
         raise PluginError(f"{kind} name {name!r}: expected a short printable name")
@@ -215,6 +238,8 @@ def resolve(kind: str, path: str) -> None:
     value = import_object(path, kind)
     if kind == "compressor":
         _add_compressor(value, path, "import path")
+    elif kind == "aggregator":
+        _add_aggregator(value, path, "import path")
     elif kind == "model":
         _add_model(path, value, None, "import path")
     else:
@@ -227,7 +252,8 @@ def resolve_scenario_paths(tree: Any) -> None:
         return
     load_entry_points()
     for section, key, kind in (("model", "name", "model"), ("data", "dataset", "dataset"),
-                               ("compression", "name", "compressor"), ("downlink", "name", "compressor")):
+                               ("compression", "name", "compressor"), ("downlink", "name", "compressor"),
+                               ("strategy", "aggregation", "aggregator")):
         value = tree.get(section, {}).get(key) if isinstance(tree.get(section), dict) else None
         if isinstance(value, str) and is_import_path(value):
             resolve(kind, value)
@@ -272,6 +298,7 @@ def load_entry_points() -> list[str]:
 
 def registered() -> list[PluginInfo]:
     """Everything registered: built-in and added, each with where it came from."""
+    from fedgc.aggregators import AGGREGATORS
     from fedgc.compress.registry import COMPRESSORS
     from fedgc.data.config import DATASET_NAMES
     from fedgc.data.user import USER_DATASETS
@@ -280,7 +307,7 @@ def registered() -> list[PluginInfo]:
     load_entry_points()
     rows = []
     for kind, table in (("model", MODELS), ("dataset", {**{n: None for n in DATASET_NAMES}, **USER_DATASETS}),
-                        ("compressor", COMPRESSORS)):
+                        ("compressor", COMPRESSORS), ("aggregator", AGGREGATORS)):
         for name, value in table.items():
             target = _qualname(value) if value is not None else "fedgc.data"
             rows.append(PluginInfo(kind, name, _SOURCES.get((kind, name), "built-in"), target))
@@ -288,7 +315,8 @@ def registered() -> list[PluginInfo]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``fedgc plugins``: every model, dataset and compressor fedgc knows, and where each came from."""
+    """``fedgc plugins``: every model, dataset, compressor and aggregation rule fedgc knows, and where
+    each came from."""
     try:
         rows = registered()
     except PluginError as err:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fedgc import yaml12
 from fedgc.bounded import SCENARIO_MAX_BYTES, read_text
@@ -112,13 +112,23 @@ class StrategyConfig(_Section):
     max_weight_share: float = Field(
         0.5, gt=0.0, le=1.0, description="from 3 updates on, no update weighs more than this share of the "
         "aggregate (1.0: off)")
-    aggregation: Literal["mean", "trimmed_mean", "median"] = Field(
-        "mean", description="from 3 updates on: FedAvg's weighted mean, or the coordinate-wise trimmed mean or "
-        "median of the (norm-bounded) updates, unweighted")
+    aggregation: str = Field(
+        "mean", description="FedAvg's weighted mean, or from 3 updates on the coordinate-wise trimmed_mean or "
+        "median of the (norm-bounded) updates, unweighted; or a registered rule (fedgc.aggregators, docs/api.md)")
     trim_fraction: float = Field(0.1, ge=0.0, lt=0.5, description="trimmed_mean: share of the largest and of the "
                                  "smallest values dropped per coordinate")
     max_idle_rounds: int = Field(10, ge=0, description="stop the run (exit 3) after this many consecutive "
                                                        "attempts that applied no update; 0: never stop")
+
+
+    @field_validator("aggregation")
+    @classmethod
+    def _known_aggregation(cls, name: str) -> str:
+        from fedgc.aggregators import AGGREGATORS
+
+        if name not in AGGREGATORS:
+            raise ValueError(f"unknown aggregation rule {name!r}; known: {', '.join(AGGREGATORS)}")
+        return name
 
 
 class EvalConfig(_Section):

@@ -54,6 +54,9 @@ PUBLIC = {
     "register_model": "(name: 'str', builder: 'Callable[..., Any]', options: 'type[BaseModel] | None' = None) -> 'None'",
     "register_dataset": "(name: 'str', data: 'Any') -> 'None'",
     "register_compressor": "(cls: 'type', name: 'str | None' = None) -> 'None'",
+    "register_aggregator": "(cls: 'type', name: 'str | None' = None) -> 'None'",
+    "Aggregator": None,  # the aggregation-rule interface: docs/api.md
+    "AcceptedUpdate": "(node: int, payloads: dict[str, Payload], share: float, scale: float) -> None",
     "registered": "() -> 'list[PluginInfo]'",
     "PluginError": None,
     "UserData": "(x_train: 'np.ndarray', y_train: 'np.ndarray', x_test: 'np.ndarray', y_test: 'np.ndarray', "

@@ -22,6 +22,7 @@ import torch
 from flwr.app import ArrayRecord, Message, MessageType, RecordDict
 from flwr.serverapp import Grid
 
+from fedgc.aggregators import AGGREGATORS
 from fedgc.bounded import writing
 from fedgc.compress.base import DensePayload
 from fedgc.compress.warmup import recorded_density
@@ -77,8 +78,8 @@ def build_strategy(scenario: Scenario, data: FederatedData, shapes: dict[str, tu
                          # With epochs, a deployed node's own data decides its steps: bounded by steps only.
                          max_samples=samples_asked(scenario, data) if scenario.client.local_steps else None,
                          clip_update_norm=s.clip_update_norm, norm_bound_factor=s.norm_bound_factor,
-                         max_weight_share=s.max_weight_share, aggregation=s.aggregation,
-                         trim_fraction=s.trim_fraction, device=device,
+                         max_weight_share=s.max_weight_share,
+                         aggregator=AGGREGATORS[s.aggregation].from_strategy(s), device=device,
                          client_config=client_config_record(scenario, data.input_shape, data.num_classes))
 
 

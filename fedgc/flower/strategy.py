@@ -18,7 +18,8 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
-from fedgc.compress.aggregate import aggregate_payloads, capped_shares, coordinate_wise, norm_bounds
+from fedgc.aggregators import ROBUST_MIN_UPDATES, AcceptedUpdate, Aggregator, Mean
+from fedgc.compress.aggregate import aggregate_payloads, capped_shares, norm_bounds
 from fedgc.compress.base import Payload
 from fedgc.core.records import AggregationStats
 from fedgc.flower import keys
@@ -28,7 +29,6 @@ from fedgc.server_optim import ServerOptimizer
 
 # The robust defaults (norm bound, weight cap) judge an update against the round's others: they act
 # from this many valid updates on. With two there is no majority to tell which one is the outlier.
-ROBUST_MIN_UPDATES = 3
 
 
 @dataclass
@@ -89,7 +89,7 @@ class FedgcStrategy(FedAvg):
                  optimizer: ServerOptimizer, rng: np.random.Generator, density_for_round,
                  max_num_examples: int = 10_000_000, max_samples: int | None = None,
                  clip_update_norm: float | None = None, norm_bound_factor: float | None = 5.0,
-                 max_weight_share: float = 0.5, aggregation: str = "mean", trim_fraction: float = 0.1,
+                 max_weight_share: float = 0.5, aggregator: Aggregator | None = None,
                  client_config: ConfigRecord | None = None, device: torch.device | None = None) -> None:
         super().__init__(fraction_train=policy.fraction, fraction_evaluate=0.0, min_train_nodes=1,
                          min_available_nodes=1)
@@ -107,7 +107,7 @@ class FedgcStrategy(FedAvg):
         self.clip_update_norm = clip_update_norm
         self.norm_bound_factor = norm_bound_factor
         self.max_weight_share = max_weight_share
-        self.aggregation, self.trim_fraction = aggregation, trim_fraction  # mean | trimmed_mean | median
+        self.aggregator = aggregator if aggregator is not None else Mean()  # fedgc.aggregators: mean, median, trimmed_mean or a user's rule
         # The client-config record every training message carries (keys.CLIENT_CONFIG; None: none).
         self.client_config = client_config
         # Where the aggregate, the server optimizer and its state live (the scenario's device); the
@@ -219,12 +219,15 @@ class FedgcStrategy(FedAvg):
         while True:
             shares, scales = self._robust_weights(accepted, stats)
             try:
-                if self.aggregation != "mean" and len(accepted) >= ROBUST_MIN_UPDATES:
-                    stats.capped_nodes = []  # unweighted: no share to cap
-                    return coordinate_wise([u.payloads for u in accepted], self.shapes, scales, self.aggregation,
-                                           self.trim_fraction, self.device)
-                return aggregate_payloads([(w, u.payloads) for w, u in zip(shares, accepted)], self.shapes, scales,
-                                          self.device)
+                rule = self.aggregator
+                if not rule.weighted:
+                    if len(accepted) >= ROBUST_MIN_UPDATES:
+                        stats.capped_nodes = []  # unweighted: no share to cap
+                        shares = [1.0 / len(accepted)] * len(accepted)
+                    else:
+                        rule = Mean()
+                views = [AcceptedUpdate(u.node, u.payloads, w, s) for w, s, u in zip(shares, scales, accepted)]
+                return rule.aggregate(views, self.shapes, self.device)
             except Exception as err:  # find the update(s) at fault: each alone
                 faults = {id(u): _fails_alone(u, self.shapes) for u in accepted}
                 if not any(faults.values()):  # none fails alone: the round's aggregate is at fault
