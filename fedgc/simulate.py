@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
 
         data = federated_data(scenario)  # load and partition now, so bad data fails fast with exit 2
         if args.check:
-            from fedgc.check import check_scenario
+            from fedgc.readiness import check_scenario
 
             print(f"ok: {check_scenario(scenario, data)}")
             return 0
