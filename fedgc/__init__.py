@@ -43,6 +43,8 @@ _PUBLIC = {
     "register_dataset": "fedgc.extensions",
     "register_compressor": "fedgc.extensions",
     "register_aggregator": "fedgc.extensions",
+    "register_server_optimizer": "fedgc.extensions",
+    "ServerOptimizer": "fedgc.server_optim",
     "Aggregator": "fedgc.aggregators",
     "AcceptedUpdate": "fedgc.aggregators",
     "registered": "fedgc.extensions",

@@ -6,7 +6,7 @@
     fedgc fetch ITEM [--dir D]       download data sets and traces (docs/data.md)
     fedgc export-data SCENARIO --out D   write partitions as device data (docs/deploy-edge.md)
     fedgc submit APP CONNECTION --run-config F   flwr run on a deployment, exit 1 if the run failed
-    fedgc plugins                    the models, datasets, compressors and aggregation rules known, and their source
+    fedgc plugins                    what is registered (models, datasets, compressors, rules, optimizers) and from where
 
 This module only dispatches: each subcommand's options are those of the module it calls.
 It must stay importable by old Pythons, so that they get a one-line message instead of a traceback.

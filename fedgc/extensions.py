@@ -1,10 +1,12 @@
-"""A researcher's own models, datasets, compressors and aggregation rules, without editing fedgc (docs/api.md, "Extending").
+"""A researcher's own models, datasets, compressors, aggregation rules and server optimizers, without
+editing fedgc (docs/api.md, "Extending").
 
 Three ways in, one registry per kind (the same dicts the built-ins are listed in):
 
-- from Python: ``fedgc.register_model("tiny", TinyNet)``, ``register_dataset``, ``register_compressor``, ``register_aggregator``;
+- from Python: ``fedgc.register_model("tiny", TinyNet)``, ``register_dataset``, ``register_compressor``, ``register_aggregator``,
+  ``register_server_optimizer``;
 - an import path in the scenario: ``model: {name: "my_pkg.models:TinyNet"}`` (also ``data.dataset``,
-  ``compression.name``, ``downlink.name`` and ``strategy.aggregation``), imported when the scenario is validated and registered
+  ``compression.name``, ``downlink.name``, ``strategy.aggregation`` and ``strategy.server_optimizer``), imported when the scenario is validated and registered
   under that text;
 - an installed package that announces itself in the ``fedgc.plugins`` entry-point group: the entry
   point is a function of no arguments that calls the ``register_*`` functions.
@@ -35,7 +37,7 @@ ENTRY_POINT_GROUP = "fedgc.plugins"
 # scenario, so its import paths may be imported there too. An operator may set it on a SuperNode.
 ALLOW_IMPORTS_ENV = "FEDGC_ALLOW_IMPORTS"
 _PATH = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*):([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*)$")
-KINDS = ("model", "dataset", "compressor", "aggregator")
+KINDS = ("model", "dataset", "compressor", "aggregator", "server_optimizer")
 
 
 class PluginError(ScenarioError):
@@ -219,6 +221,29 @@ def _add_aggregator(cls: type, name: str | None, source: str) -> None:
     _SOURCES[("aggregator", key)] = source
 
 
+# --- server optimizers ----------------------------------------------------------------------------
+
+def register_server_optimizer(cls: type, name: str | None = None) -> None:
+    """Make ``strategy.server_optimizer: <cls.name>`` (or ``name``) use ``cls``: a
+    ``fedgc.ServerOptimizer`` subclass (server side only)."""
+    _add_server_optimizer(cls, name, "python")
+
+
+def _add_server_optimizer(cls: type, name: str | None, source: str) -> None:
+    from fedgc.server_optim import SERVER_OPTIMIZERS, check_server_optimizer
+
+    try:
+        check_server_optimizer(cls)
+    except TypeError as err:
+        raise PluginError(f"server optimizer {name or getattr(cls, 'name', cls)!r}: {err}") from None
+    key = name or getattr(cls, "name", None)
+    if not isinstance(key, str):
+        raise PluginError(f"server optimizer {cls.__name__}: set its name (the scenario's strategy.server_optimizer)")
+    _check_name(key, "server_optimizer", SERVER_OPTIMIZERS)
+    SERVER_OPTIMIZERS[key] = cls
+    _SOURCES[("server_optimizer", key)] = source
+
+
 def _check_name(name: str, kind: str, known: Any) -> None:
     if not isinstance(name, str) or not name or len(name) > 200 or not name.isprintable():
         raise PluginError(f"{kind} name {name!r}: expected a short printable name")
@@ -240,6 +265,8 @@ def resolve(kind: str, path: str) -> None:
         _add_compressor(value, path, "import path")
     elif kind == "aggregator":
         _add_aggregator(value, path, "import path")
+    elif kind == "server_optimizer":
+        _add_server_optimizer(value, path, "import path")
     elif kind == "model":
         _add_model(path, value, None, "import path")
     else:
@@ -253,7 +280,8 @@ def resolve_scenario_paths(tree: Any) -> None:
     load_entry_points()
     for section, key, kind in (("model", "name", "model"), ("data", "dataset", "dataset"),
                                ("compression", "name", "compressor"), ("downlink", "name", "compressor"),
-                               ("strategy", "aggregation", "aggregator")):
+                               ("strategy", "aggregation", "aggregator"),
+                               ("strategy", "server_optimizer", "server_optimizer")):
         value = tree.get(section, {}).get(key) if isinstance(tree.get(section), dict) else None
         if isinstance(value, str) and is_import_path(value):
             resolve(kind, value)
@@ -303,11 +331,13 @@ def registered() -> list[PluginInfo]:
     from fedgc.data.config import DATASET_NAMES
     from fedgc.data.user import USER_DATASETS
     from fedgc.models import MODELS
+    from fedgc.server_optim import SERVER_OPTIMIZERS
 
     load_entry_points()
     rows = []
     for kind, table in (("model", MODELS), ("dataset", {**{n: None for n in DATASET_NAMES}, **USER_DATASETS}),
-                        ("compressor", COMPRESSORS), ("aggregator", AGGREGATORS)):
+                        ("compressor", COMPRESSORS), ("aggregator", AGGREGATORS),
+                        ("server_optimizer", SERVER_OPTIMIZERS)):
         for name, value in table.items():
             target = _qualname(value) if value is not None else "fedgc.data"
             rows.append(PluginInfo(kind, name, _SOURCES.get((kind, name), "built-in"), target))
@@ -324,5 +354,5 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     width = max(len(r.name) for r in rows)
     for row in rows:
-        print(f"{row.kind:<10} {row.name:<{width}}  {row.source:<12} {row.target}")
+        print(f"{row.kind:<16} {row.name:<{width}}  {row.source:<12} {row.target}")
     return 0

@@ -98,7 +98,8 @@ class StrategyConfig(_Section):
     too_few: Literal["skip", "retry"] = Field(
         "skip", description="a round with fewer than min_clients updates: skip it, or retry it (same round number)")
     max_retries: int = Field(3, ge=0, le=1000, description="too_few: retry — attempts after the first, then skip")
-    server_optimizer: Literal["sgd", "momentum", "adam"] = "sgd"
+    server_optimizer: str = Field("sgd", description="sgd (FedAvg), momentum (FedAvgM), adam (FedAdam), or a "
+                                  "registered optimizer (fedgc.server_optim, docs/api.md)")
     server_lr: float = Field(1.0, gt=0.0)
     server_momentum: float = Field(0.9, ge=0.0, lt=1.0, description="FedAvgM momentum (server_optimizer: momentum)")
     adam_beta1: float = Field(0.9, ge=0.0, lt=1.0)
@@ -120,6 +121,15 @@ class StrategyConfig(_Section):
     max_idle_rounds: int = Field(10, ge=0, description="stop the run (exit 3) after this many consecutive "
                                                        "attempts that applied no update; 0: never stop")
 
+
+    @field_validator("server_optimizer")
+    @classmethod
+    def _known_server_optimizer(cls, name: str) -> str:
+        from fedgc.server_optim import SERVER_OPTIMIZERS
+
+        if name not in SERVER_OPTIMIZERS:
+            raise ValueError(f"unknown server optimizer {name!r}; known: {', '.join(SERVER_OPTIMIZERS)}")
+        return name
 
     @field_validator("aggregation")
     @classmethod

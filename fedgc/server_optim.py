@@ -1,26 +1,39 @@
 """Server optimizers applied to the aggregated update (Reddi et al., "Adaptive Federated Optimization").
 
 The aggregate ``delta`` is the weighted mean of client pseudo-gradients (global − local weights),
-so every optimizer *subtracts*: ``sgd`` with lr 1 is exactly FedAvg.
+so every optimizer *subtracts* its ``direction``: ``sgd`` with lr 1 is exactly FedAvg.
+``SERVER_OPTIMIZERS`` maps ``strategy.server_optimizer`` to a class; a researcher's own subclasses
+``ServerOptimizer`` and is added with ``fedgc.register_server_optimizer`` or named by import path.
+Its state (``buffers``) is checkpointed with the run.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from abc import ABC, abstractmethod
+from typing import ClassVar
 
 import torch
 
 
-@dataclass
-class ServerOptimizer:
-    kind: str = "sgd"  # sgd | momentum (FedAvgM) | adam (FedAdam)
-    lr: float = 1.0
-    momentum: float = 0.9
-    beta1: float = 0.9
-    beta2: float = 0.99
-    tau: float = 1e-3
-    # Internal state (checkpointed with the run).
-    buffers: dict[str, torch.Tensor] = field(default_factory=dict)
+class ServerOptimizer(ABC):
+    """One server optimizer. A subclass sets ``name``, implements ``direction`` (what is subtracted from
+    the weights for one parameter) and, when it has settings, ``from_strategy`` (they come from the
+    scenario's ``strategy`` section: ``server_lr``, ``server_momentum``, ``adam_*``). State it keeps
+    between rounds goes in ``self.buffers`` (tensors by name), which ``state_dict`` checkpoints."""
+
+    name: ClassVar[str]
+
+    def __init__(self, lr: float = 1.0) -> None:
+        self.lr = lr
+        self.buffers: dict[str, torch.Tensor] = {}
+
+    @classmethod
+    def from_strategy(cls, strategy) -> ServerOptimizer:
+        return cls(lr=strategy.server_lr)
+
+    @abstractmethod
+    def direction(self, name: str, delta: torch.Tensor) -> torch.Tensor:
+        """What the parameter ``name`` moves by (subtracted), given the round's aggregate ``delta``."""
 
     def state_dict(self) -> dict:
         return {"buffers": {name: buffer.cpu() for name, buffer in self.buffers.items()}}  # a checkpoint holds host tensors
@@ -35,21 +48,66 @@ class ServerOptimizer:
             target = delta.get(key.split("/", 1)[1])
             if target is not None and buffer.device != target.device:
                 self.buffers[key] = buffer.to(target.device)
-        return {name: weights[name] - self._direction(name, delta[name]) for name in weights}
+        return {name: weights[name] - self.direction(name, delta[name]) for name in weights}
 
-    def _direction(self, name: str, d: torch.Tensor) -> torch.Tensor:
-        if self.kind == "sgd":
-            return self.lr * d
-        if self.kind == "momentum":  # FedAvgM: v <- beta*v + delta; w <- w - lr*v
-            v = self.buffers.get(f"v/{name}")
-            v = d.clone() if v is None else self.momentum * v + d
-            self.buffers[f"v/{name}"] = v
-            return self.lr * v
-        if self.kind == "adam":  # FedAdam: m, v moments of the pseudo-gradient, no bias correction
-            m = self.buffers.get(f"m/{name}", torch.zeros_like(d))
-            v = self.buffers.get(f"v/{name}", torch.zeros_like(d))
-            m = self.beta1 * m + (1 - self.beta1) * d
-            v = self.beta2 * v + (1 - self.beta2) * d * d
-            self.buffers[f"m/{name}"], self.buffers[f"v/{name}"] = m, v
-            return self.lr * m / (v.sqrt() + self.tau)
-        raise ValueError(f"unknown server optimizer {self.kind!r}")
+
+class SGD(ServerOptimizer):
+    """w ← w − lr·delta (lr 1: FedAvg)."""
+
+    name = "sgd"
+
+    def direction(self, name: str, delta: torch.Tensor) -> torch.Tensor:
+        return self.lr * delta
+
+
+class Momentum(ServerOptimizer):
+    """FedAvgM: v ← β·v + delta; w ← w − lr·v."""
+
+    name = "momentum"
+
+    def __init__(self, lr: float = 1.0, momentum: float = 0.9) -> None:
+        super().__init__(lr)
+        self.momentum = momentum
+
+    @classmethod
+    def from_strategy(cls, strategy) -> ServerOptimizer:
+        return cls(lr=strategy.server_lr, momentum=strategy.server_momentum)
+
+    def direction(self, name: str, delta: torch.Tensor) -> torch.Tensor:
+        v = self.buffers.get(f"v/{name}")
+        v = delta.clone() if v is None else self.momentum * v + delta
+        self.buffers[f"v/{name}"] = v
+        return self.lr * v
+
+
+class Adam(ServerOptimizer):
+    """FedAdam: m, v moments of the pseudo-gradient, no bias correction; w ← w − lr·m / (√v + τ)."""
+
+    name = "adam"
+
+    def __init__(self, lr: float = 1.0, beta1: float = 0.9, beta2: float = 0.99, tau: float = 1e-3) -> None:
+        super().__init__(lr)
+        self.beta1, self.beta2, self.tau = beta1, beta2, tau
+
+    @classmethod
+    def from_strategy(cls, strategy) -> ServerOptimizer:
+        return cls(lr=strategy.server_lr, beta1=strategy.adam_beta1, beta2=strategy.adam_beta2, tau=strategy.adam_tau)
+
+    def direction(self, name: str, delta: torch.Tensor) -> torch.Tensor:
+        m = self.buffers.get(f"m/{name}", torch.zeros_like(delta))
+        v = self.buffers.get(f"v/{name}", torch.zeros_like(delta))
+        m = self.beta1 * m + (1 - self.beta1) * delta
+        v = self.beta2 * v + (1 - self.beta2) * delta * delta
+        self.buffers[f"m/{name}"], self.buffers[f"v/{name}"] = m, v
+        return self.lr * m / (v.sqrt() + self.tau)
+
+
+SERVER_OPTIMIZERS: dict[str, type[ServerOptimizer]] = {cls.name: cls for cls in (SGD, Momentum, Adam)}
+
+
+def check_server_optimizer(cls: type) -> None:
+    """TypeError unless ``cls`` is a ``ServerOptimizer`` subclass that implements ``direction``."""
+    if not (isinstance(cls, type) and issubclass(cls, ServerOptimizer)):
+        raise TypeError(f"{cls!r} is not a ServerOptimizer subclass")
+    if getattr(cls, "__abstractmethods__", None):
+        raise TypeError(f"{cls.__name__} does not implement {', '.join(sorted(cls.__abstractmethods__))}")

@@ -244,8 +244,8 @@ def is_sweep_folder(folder: Path) -> bool:
 
 def check_points(base_tree: dict[str, Any], axes: list[SweepAxis]) -> list[str]:
     """``--check`` for every point: load its data, build its model and network, train nothing."""
-    from fedgc.readiness import check_scenario
     from fedgc.core.parts import federated_data
+    from fedgc.readiness import check_scenario
 
     lines = []
     for point, scenario in plan(base_tree, axes):

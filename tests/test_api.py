@@ -55,6 +55,8 @@ PUBLIC = {
     "register_dataset": "(name: 'str', data: 'Any') -> 'None'",
     "register_compressor": "(cls: 'type', name: 'str | None' = None) -> 'None'",
     "register_aggregator": "(cls: 'type', name: 'str | None' = None) -> 'None'",
+    "register_server_optimizer": "(cls: 'type', name: 'str | None' = None) -> 'None'",
+    "ServerOptimizer": "(lr: 'float' = 1.0) -> 'None'",
     "Aggregator": None,  # the aggregation-rule interface: docs/api.md
     "AcceptedUpdate": "(node: int, payloads: dict[str, Payload], share: float, scale: float) -> None",
     "registered": "() -> 'list[PluginInfo]'",

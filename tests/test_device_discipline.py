@@ -31,7 +31,7 @@ from fedgc.compress.randomness import generator_on
 from fedgc.compress.update import build_compression, compress_update
 from fedgc.data.base import ArrayDataset
 from fedgc.flower.client_state import pack_state, unpack_state
-from fedgc.server_optim import ServerOptimizer
+from fedgc.server_optim import SERVER_OPTIMIZERS
 from fedgc.wire.codec import decode_bytes, encode_bytes
 
 CPU = torch.device("cpu")
@@ -130,12 +130,12 @@ def test_the_server_optimizer_steps_on_the_updates_device_and_checkpoints_host_t
     start, deltas = update(0), [update(seed) for seed in (1, 2, 3)]
 
     def steps():
-        optimizer = ServerOptimizer(kind=kind, lr=0.5)
+        optimizer = SERVER_OPTIMIZERS[kind](lr=0.5)
         weights, history = start, []
         for delta in deltas[:2]:
             weights = optimizer.step(weights, delta)
             history.append(weights)
-        resumed = ServerOptimizer(kind=kind, lr=0.5)
+        resumed = SERVER_OPTIMIZERS[kind](lr=0.5)
         resumed.load_state_dict(optimizer.state_dict())
         history.append(resumed.step(weights, deltas[2]))
         history.append(optimizer.step(weights, deltas[2]))

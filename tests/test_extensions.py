@@ -77,6 +77,15 @@ class CoordinateMax(fedgc.Aggregator):
         return out
 
 
+class HalfStep(fedgc.ServerOptimizer):
+    """Plain FedAvg at half the step: w <- w - 0.5 * lr * delta."""
+
+    name = "half_step"
+
+    def direction(self, name, delta):
+        return 0.5 * self.lr * delta
+
+
 class NotACompressor:
     name = "nope"
 '''
@@ -155,6 +164,19 @@ def test_an_aggregation_rule_by_import_path_is_the_one_the_server_applies(user_m
         (p.kind, p.name, p.source) for p in fedgc.registered()}
     with pytest.raises(fedgc.ScenarioError, match="unknown aggregation rule 'krum'"):
         fedgc.Scenario.from_dict({**BASE, "strategy": {"aggregation": "krum"}})
+
+
+def test_a_server_optimizer_by_import_path_equals_its_built_in_equivalent(user_module):
+    """HalfStep at server_lr 1.0 is sgd at server_lr 0.5: the user's optimizer is applied where sgd is."""
+    custom = fedgc.run({**BASE, "strategy": {"fraction": 0.5, "server_optimizer": f"{user_module}:HalfStep"}})
+    builtin = fedgc.run({**BASE, "strategy": {"fraction": 0.5, "server_lr": 0.5}})
+    assert all(torch_equal(custom.weights[k], builtin.weights[k]) for k in builtin.weights)
+    with pytest.raises(fedgc.ScenarioError, match="unknown server optimizer 'lamb'"):
+        fedgc.Scenario.from_dict({**BASE, "strategy": {"server_optimizer": "lamb"}})
+
+
+def torch_equal(a, b) -> bool:
+    return bool((a == b).all())
 
 
 def test_a_name_registered_twice_is_refused(tmp_path):

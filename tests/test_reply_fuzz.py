@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fedgc.flower.strategy import Diverged, FedgcStrategy, SelectionPolicy
-from fedgc.server_optim import ServerOptimizer
+from fedgc.server_optim import SGD
 from fedgc.wire.codec import CodecError, decode_bytes
 from fedgc.wire.varint import encode_varints
 from tests.flower_messages import delivered, instruction, reply
@@ -266,7 +266,7 @@ def replies(draw):
 def test_the_strategy_applies_or_rejects_every_reply_and_never_raises(cases):
     TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, 1
     strategy = FedgcStrategy(shapes=VECTOR_SHAPES, policy=SelectionPolicy(fraction=1.0), total_nodes=4,
-                             optimizer=ServerOptimizer(), rng=np.random.default_rng(0), density_for_round=lambda r: 0.5)
+                             optimizer=SGD(), rng=np.random.default_rng(0), density_for_round=lambda r: 0.5)
     weights = ArrayRecord({k: torch.zeros(s) for k, s in VECTOR_SHAPES.items()})
     old = instruction(RecordDict({"config": ConfigRecord()}), dst_node_id=1, message_type="train", message_id="earlier")
     sent = {m.metadata.dst_node_id: m for m in strategy.configure_train(1, weights, ConfigRecord(), Nodes())}

@@ -11,12 +11,13 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 
+from fedgc import aggregators as aggregators_module
 from fedgc.compress.base import DensePayload, SparsePayload
 from fedgc.compress.bits import pack_uint
 from fedgc.flower import strategy as strategy_module
 from fedgc.flower.codec import encode_update
 from fedgc.flower.strategy import Diverged, FedgcStrategy, SelectionPolicy
-from fedgc.server_optim import ServerOptimizer
+from fedgc.server_optim import SGD
 from fedgc.wire.varint import encode_varints
 from tests import flower_messages
 from tests.flower_messages import delivered
@@ -34,7 +35,7 @@ class ThreeNodes:
 def make_strategy(**kwargs) -> FedgcStrategy:
     TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, 1
     return FedgcStrategy(shapes=SHAPES, policy=SelectionPolicy(fraction=1.0), total_nodes=3,
-                         optimizer=ServerOptimizer(), rng=np.random.default_rng(0),
+                         optimizer=SGD(), rng=np.random.default_rng(0),
                          density_for_round=lambda r: 0.5, **kwargs)
 
 
@@ -244,7 +245,8 @@ def test_an_update_that_cannot_be_aggregated_is_rejected_and_the_rest_aggregated
                 raise IndexError("a defect in aggregation")
         return real_aggregate(updates, shapes, scales, device)
 
-    monkeypatch.setattr(strategy_module, "aggregate_payloads", aggregate_payloads)
+    monkeypatch.setattr(strategy_module, "aggregate_payloads", aggregate_payloads)  # the one-by-one search
+    monkeypatch.setattr(aggregators_module, "aggregate_payloads", aggregate_payloads)  # the mean rule
     strategy = make_strategy(max_weight_share=1.0, norm_bound_factor=None)
     messages = start_round(strategy)
     result, stats = aggregate(strategy, [reply(messages[1], good_update(1)), reply(messages[3], good_update(3)),

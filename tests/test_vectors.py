@@ -21,7 +21,7 @@ from fedgc.compress.config import CompressionConfig
 from fedgc.compress.payloads import LowRankPayload, QuantizedPayload
 from fedgc.compress.update import build_compression, compress_update
 from fedgc.flower.strategy import FedgcStrategy, SelectionPolicy
-from fedgc.server_optim import ServerOptimizer
+from fedgc.server_optim import SGD
 from fedgc.wire.codec import CodecError, decode_bytes, encode_bytes
 from fedgc.wire.reasons import BLOB, ENVELOPE, REASONS, REPLY
 from fedgc.wire.varint import encode_indices
@@ -108,7 +108,7 @@ def rejected_reason(case: dict) -> str:
     TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, 1
     shapes = shapes_of(case)
     strategy = FedgcStrategy(shapes=shapes, policy=SelectionPolicy(fraction=1.0), total_nodes=3,
-                             optimizer=ServerOptimizer(), rng=np.random.default_rng(0),
+                             optimizer=SGD(), rng=np.random.default_rng(0),
                              density_for_round=lambda r: 0.5)
     if case["max_update_bytes"] is not None:  # the limit is the server's; the vector stands for a smaller one
         strategy.max_update_bytes = case["max_update_bytes"]

@@ -16,7 +16,7 @@ from fedgc.compress.warmup import scheduled_density
 from fedgc.data import FederatedData, load_federated
 from fedgc.models import build_model
 from fedgc.scenario import Scenario
-from fedgc.server_optim import ServerOptimizer
+from fedgc.server_optim import SERVER_OPTIMIZERS, ServerOptimizer
 
 
 @functools.lru_cache(maxsize=4)
@@ -45,9 +45,8 @@ def client_seed(seed: int, client: int, server_round: int) -> int:
 
 
 def server_optimizer(scenario: Scenario) -> ServerOptimizer:
-    s = scenario.strategy
-    return ServerOptimizer(kind=s.server_optimizer, lr=s.server_lr, momentum=s.server_momentum,
-                           beta1=s.adam_beta1, beta2=s.adam_beta2, tau=s.adam_tau)
+    """The scenario's ``strategy.server_optimizer``, built from its strategy section."""
+    return SERVER_OPTIMIZERS[scenario.strategy.server_optimizer].from_strategy(scenario.strategy)
 
 
 def density_schedule(scenario: Scenario) -> Callable[[int], float]:
