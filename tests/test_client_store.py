@@ -197,3 +197,16 @@ def test_flower_runtime_with_a_disk_store_matches_inline_in_memory(tmp_path, tin
     assert differences(_rows(tmp_path / "inline"), _rows(tmp_path / "flower")) == []
     assert flower.final_accuracy == inline.final_accuracy
     assert DiskStore(tmp_path / "flower" / STORE_FILE).clients()  # the states are in the run folder's store
+
+
+def test_a_disk_store_adopts_the_states_a_checkpoint_holds_itself(tmp_path):
+    """A checkpoint written with the states in it (the memory store, or fedgc before the store) resumes
+    into a disk store: they become its only rows."""
+    from fedgc.flower.client_state import records_state
+
+    store = DiskStore(tmp_path / STORE_FILE)
+    store.save(5, 9, _state(9.0))  # a row the checkpoint does not know
+    store.load_state_dict({"contexts": {1: records_state(_state(1.0)), 2: records_state(_state(2.0))}})
+    assert store.clients() == [1, 2]
+    assert torch.equal(_u(store, 2), torch.full((3, 4), 2.0))
+    assert dict(store.load(1).config_records["c"]) == {"k": 1}

@@ -311,9 +311,11 @@ class DiskStore:
     def load_state_dict(self, state: dict) -> None:
         """Back to a checkpoint: the store must be the one it was taken with; rows written after it go."""
         saved = state.get("store")
+        if saved is None and isinstance(state.get("contexts"), dict):  # a checkpoint holding the states
+            self._adopt(state["contexts"])
+            return
         if not isinstance(saved, dict) or saved.get("kind") != "disk":
-            raise StoreError("the checkpoint holds the clients' states in memory, this run keeps them on disk "
-                             "(client_state.store)")
+            raise StoreError("the checkpoint's client-state mark is malformed")
         generation = saved.get("generation")
         if type(generation) is not int or generation < 0:
             raise StoreError("the checkpoint's client-state generation is not a count")
@@ -337,6 +339,21 @@ class DiskStore:
         except sqlite3.Error as err:
             raise StoreError(self._why(err)) from None
         self.generation = generation
+
+    def _adopt(self, contexts: dict) -> None:
+        """The states a checkpoint holds itself (one written with the states in memory) as the store's only rows."""
+        try:
+            with self._lock:
+                conn = self._connection()
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("DELETE FROM state")
+                conn.execute("UPDATE meta SET value = 0 WHERE key IN ('kept', 'kept_before')")
+                conn.execute("COMMIT")
+        except sqlite3.Error as err:
+            raise StoreError(self._why(err)) from None
+        for client, saved in contexts.items():
+            self.save(client, 0, state_records(saved))
+        self.generation = 0
 
     def close(self) -> None:
         if self._conn is not None and self._pid == os.getpid():
@@ -372,6 +389,13 @@ def open_disk_store(path: Path, *, fresh: bool = False) -> DiskStore:
             store.close()
         store = _OPEN[key] = DiskStore(Path(key), fresh=fresh)
     return store
+
+
+def release_store(path: Path) -> None:
+    """Close ``path``'s store in this process (its grid is gone); a holder that still uses it reopens it."""
+    store = _OPEN.pop(str(Path(path).resolve()), None)
+    if store is not None:
+        store.close()
 
 
 class TemporaryStoreDir:

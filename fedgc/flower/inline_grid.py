@@ -19,7 +19,6 @@ from pathlib import Path
 import torch
 from flwr.app import ArrayRecord, Context, Error, Message, MessageType, RecordDict
 from flwr.clientapp import ClientApp
-from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 
 from fedgc.core.threads import pin_threads
@@ -34,9 +33,11 @@ from fedgc.flower.client_store import (
     TemporaryStoreDir,
     message_generation,
     open_disk_store,
+    release_store,
     store_kind,
 )
 from fedgc.flower.downlink_stage import DELTA_KEY
+from fedgc.flower.transport import Transport
 from fedgc.flower.wire import roundtrip
 
 CLIENT_APP_EXCEPTION = 101  # Error.code for a ClientApp that raised (same meaning as Flower's)
@@ -46,7 +47,7 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-class InlineGrid(Grid):
+class InlineGrid(Transport):
     def __init__(self, client_app: ClientApp, num_nodes: int, run_config: dict, run_id: int = 1) -> None:
         self.threads = pin_threads()
         self.client_app = client_app
@@ -110,6 +111,8 @@ class InlineGrid(Grid):
             out_dir = self._store_dir.path
         resuming = (Path(out_dir) / CHECKPOINT).is_file()
         self.store = open_disk_store(Path(out_dir) / STORE_FILE, fresh=not resuming)
+        if self._store_dir is None:
+            weakref.finalize(self, release_store, Path(out_dir) / STORE_FILE)
 
     def state_dict(self) -> dict:
         """The clients' states (in memory: those that hold any; on disk: the store's checkpoint
@@ -124,6 +127,12 @@ class InlineGrid(Grid):
             raise TypeError("next_message_id is not a count")
         self.store.load_state_dict(state)
         self.next_message_id = state["next_message_id"]
+
+    def sent_size(self, message_id: str) -> int | None:
+        return self.sent_bytes.get(message_id)
+
+    def reply_size(self, message_id: str) -> int | None:
+        return self.reply_bytes.get(message_id)
 
     def set_run(self, run: Run) -> None:
         self._run = run
