@@ -21,6 +21,7 @@ FAST = {
     "01_quickstart.ipynb": "ROUNDS = 1",
     "02_compression_tradeoffs.ipynb": 'ROUNDS = 1\nCOMPRESSORS = ["dgc"]\nDENSITIES = [0.05]',
     "03_mobile_networks.ipynb": 'ROUNDS = 1\nNETWORKS = ["3g"]',
+    "04_bring_your_own_compressor.ipynb": 'ROUNDS = 1\nCOMPRESSORS = ["topk", "energy_topk"]',
 }
 
 
@@ -89,6 +90,17 @@ def test_03_mobile_networks_replays_traces_when_there_else_profiles(kernel, tmp_
     runs = sorted(p.name for p in (tmp_path / "runs" / "nb03-networks").iterdir())
     assert runs == (["3g", "3g-trace"] if traces else ["3g"])
     assert images(notebook) == 1
+
+
+@pytest.mark.notebook
+def test_04_bring_your_own_compressor_measures_it_like_a_built_in(kernel, tmp_path):
+    notebook = execute(kernel, "04_bring_your_own_compressor.ipynb", FAST["04_bring_your_own_compressor.ipynb"],
+                       tmp_path)
+    shown = "".join(str(out.get("data", {}).get("text/markdown", "")) for cell in notebook.cells
+                    if cell.cell_type == "code" for out in cell.get("outputs", []))
+    assert "| energy_topk |" in shown and "| topk |" in shown  # its row in fedgc.table, next to top-k's
+    assert images(notebook) == 1
+    assert list(tmp_path.iterdir()) == []  # the runs stay in memory
 
 
 def find_shared_dir_cell() -> str:
