@@ -48,7 +48,7 @@ _PUBLIC = {
     "Aggregator": "fedgc.aggregators",
     "AcceptedUpdate": "fedgc.aggregators",
     "registered": "fedgc.extensions",
-    "PluginError": "fedgc.extensions",
+    "PluginError": "fedgc.import_paths",
     "UserData": "fedgc.data.user",
     "Compressor": "fedgc.compress.base",
     "CompressorOptions": "fedgc.compress.base",

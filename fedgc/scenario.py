@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from fedgc import yaml12
 from fedgc.bounded import SCENARIO_MAX_BYTES, read_text
@@ -38,122 +38,20 @@ from fedgc.network.flat_form import fold
 from fedgc.network.sections import SECTIONS
 from fedgc.paths import PathError, resolve_paths
 from fedgc.scenario_errors import ScenarioError, did_you_mean, unknown_key_message, yaml_syntax_message
+from fedgc.scenario_sections import (  # noqa: F401 — the sections, and their bounds, by their usual names
+    MAX_BATCH,
+    MAX_EPOCHS,
+    MAX_LOCAL_STEPS,
+    ClientConfig,
+    ClientStateConfig,
+    EvalConfig,
+    ModelConfig,
+    StrategyConfig,
+    _Section,
+)
 from fedgc.yaml12 import DuplicateKeyError
 from fedgc.yaml12 import dump as yaml12_dump
 from fedgc.yaml12 import load as yaml12_load
-
-# Bounds on the knobs whose cost grows with their value (docs/reliability.md). Measured on the 2-core
-# machine, one thread, batch 32: 10,000 SGD steps take 21 s (small_cnn), 5.4 min (mnist_cnn) and
-# 20 min (resnet20) per client per round; McMahan et al.'s E=5, B=10 on 600 samples is 300 steps.
-MAX_LOCAL_STEPS = 10_000
-MAX_EPOCHS = 100.0
-MAX_BATCH = 65_536
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-class ModelConfig(_Section):
-    name: str = Field("small_cnn", description="model name (see fedgc.models.MODELS)")
-    options: dict[str, Any] = Field(default_factory=dict, description="model-specific options (docs/data-and-models.md)")
-
-    @model_validator(mode="after")
-    def _known_model(self) -> ModelConfig:
-        from fedgc.models import MODELS, validate_model_options
-
-        if self.name not in MODELS:
-            raise ValueError(f"unknown model {self.name!r}; known: {', '.join(MODELS)}")
-        validate_model_options(self.name, self.options)
-        return self
-
-
-class ClientConfig(_Section):
-    local_steps: int | None = Field(None, ge=1, le=MAX_LOCAL_STEPS, description="SGD steps per round (exclusive with epochs)")
-    epochs: float | None = Field(None, gt=0.0, le=MAX_EPOCHS, description="passes over the client's data per round")
-    batch_size: int = Field(32, ge=1, le=MAX_BATCH)
-    lr: float = Field(0.05, gt=0.0, le=1e6)
-    momentum: float = Field(0.0, ge=0.0, lt=1.0, description="local optimizer momentum")
-    weight_decay: float = Field(0.0, ge=0.0)
-    execution: Literal["auto", "sequential", "vectorized"] = Field(
-        "auto", description="inline engine: train a round's clients one by one, or together with torch.func "
-                            "(vectorized; within float tolerance of sequential); auto: vectorized on CUDA")
-    gpu_share: float | None = Field(
-        None, gt=0.0, le=1.0, description="engine flower on a GPU: the share of one GPU each client process "
-                                         "reserves (Ray's num_gpus; 1/gpu_share clients train at once per GPU); "
-                                         "default 0.25 when the run's device is a GPU")
-
-    @model_validator(mode="after")
-    def _steps_or_epochs(self) -> ClientConfig:
-        if self.local_steps is not None and self.epochs is not None:
-            raise ValueError("set either local_steps or epochs, not both")
-        if self.local_steps is None and self.epochs is None:
-            self.local_steps = 1
-        return self
-
-
-class StrategyConfig(_Section):
-    fraction: float = Field(1.0, gt=0.0, le=1.0, description="fraction of clients selected per round")
-    min_clients: int = Field(1, ge=1, description="fewest completed updates for a round to count")
-    too_few: Literal["skip", "retry"] = Field(
-        "skip", description="a round with fewer than min_clients updates: skip it, or retry it (same round number)")
-    max_retries: int = Field(3, ge=0, le=1000, description="too_few: retry — attempts after the first, then skip")
-    server_optimizer: str = Field("sgd", description="sgd (FedAvg), momentum (FedAvgM), adam (FedAdam), or a "
-                                  "registered optimizer (fedgc.server_optim, docs/api.md)")
-    server_lr: float = Field(1.0, gt=0.0)
-    server_momentum: float = Field(0.9, ge=0.0, lt=1.0, description="FedAvgM momentum (server_optimizer: momentum)")
-    adam_beta1: float = Field(0.9, ge=0.0, lt=1.0)
-    adam_beta2: float = Field(0.99, ge=0.0, lt=1.0)
-    adam_tau: float = Field(1e-3, gt=0.0, description="FedAdam's adaptivity epsilon")
-    clip_update_norm: float | None = Field(None, gt=0.0, description="server bounds each update's L2 norm")
-    max_num_examples: int = Field(10_000_000, ge=1, description="replies claiming more examples are rejected")
-    norm_bound_factor: float | None = Field(
-        5.0, ge=1.0, description="from 3 updates on, scale down any update whose L2 norm exceeds this x the "
-        "round's median update norm (null: off)")
-    max_weight_share: float = Field(
-        0.5, gt=0.0, le=1.0, description="from 3 updates on, no update weighs more than this share of the "
-        "aggregate (1.0: off)")
-    aggregation: str = Field(
-        "mean", description="FedAvg's weighted mean, or from 3 updates on the coordinate-wise trimmed_mean or "
-        "median of the (norm-bounded) updates, unweighted; or a registered rule (fedgc.aggregators, docs/api.md)")
-    trim_fraction: float = Field(0.1, ge=0.0, lt=0.5, description="trimmed_mean: share of the largest and of the "
-                                 "smallest values dropped per coordinate")
-    max_idle_rounds: int = Field(10, ge=0, description="stop the run (exit 3) after this many consecutive "
-                                                       "attempts that applied no update; 0: never stop")
-
-
-    @field_validator("server_optimizer")
-    @classmethod
-    def _known_server_optimizer(cls, name: str) -> str:
-        from fedgc.server_optim import SERVER_OPTIMIZERS
-
-        if name not in SERVER_OPTIMIZERS:
-            raise ValueError(f"unknown server optimizer {name!r}; known: {', '.join(SERVER_OPTIMIZERS)}")
-        return name
-
-    @field_validator("aggregation")
-    @classmethod
-    def _known_aggregation(cls, name: str) -> str:
-        from fedgc.aggregators import AGGREGATORS
-
-        if name not in AGGREGATORS:
-            raise ValueError(f"unknown aggregation rule {name!r}; known: {', '.join(AGGREGATORS)}")
-        return name
-
-
-class EvalConfig(_Section):
-    target_accuracy: float = Field(0.9, gt=0.0, le=1.0)
-    every: int = Field(1, ge=1, le=1_000_000, description="evaluate the global model every N rounds (and the last)")
-    batch_size: int = Field(1024, ge=1, le=MAX_BATCH)
-
-
-class ClientStateConfig(_Section):
-    store: Literal["auto", "memory", "disk"] = Field(
-        "auto", description="where stateful clients keep their state between turns (fedgc.flower.client_store): "
-                            "memory, disk (an SQLite file in the run folder), or auto: disk when 8 B per parameter "
-                            "for every client would pass auto_disk_gb (docs/performance.md, How big)")
-    auto_disk_gb: float = Field(2.0, gt=0.0, le=1e6, description="store: auto — the population's fp32 state "
-                                "(8 B per parameter per client) above which the store is on disk")
 
 
 class Scenario(_Section):
@@ -231,7 +129,7 @@ def _one_line(err: ValidationError) -> str:
         tagged = (loc[1], loc.pop(2))  # pydantic puts a tagged union's tag in the path: network.link.trace.down
     where = ".".join(str(p) for p in loc) or "scenario"
     msg = first["msg"].removeprefix("Value error, ")
-    named = re.match(r"^([a-z_]+(?:\.[a-z_]+)+): (.*)$", msg)
+    named = re.match(r"^([a-z_]+(?:\.[a-z0-9_]+)+): (.*)$", msg)
     if named and (not loc or named.group(1).startswith(where + ".") or named.group(1) == where):
         where, msg = named.groups()  # a rule names its own field
     if first["type"] == "extra_forbidden":

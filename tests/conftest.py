@@ -61,3 +61,22 @@ def tiny_scenario() -> dict:
         "network": {"profile": "lte"},
         "eval": {"target_accuracy": 0.5},
     }
+
+
+@pytest.fixture
+def isolated_registries():
+    """What a test registers (a user's model, dataset, compressor, rule or optimizer) is gone after it:
+    other tests iterate the registries and must see the built-ins only."""
+    from fedgc import extensions
+    from fedgc.aggregators import AGGREGATORS
+    from fedgc.compress.registry import COMPRESSORS
+    from fedgc.data.user import USER_DATASETS
+    from fedgc.models import MODELS
+    from fedgc.server_optim import SERVER_OPTIMIZERS
+
+    tables = (MODELS, COMPRESSORS, AGGREGATORS, SERVER_OPTIMIZERS, USER_DATASETS, extensions._SOURCES)
+    saved = [dict(table) for table in tables]
+    yield
+    for table, before in zip(tables, saved):
+        table.clear()
+        table.update(before)

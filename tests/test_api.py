@@ -18,6 +18,8 @@ import pytest
 
 import fedgc
 
+pytestmark = pytest.mark.usefixtures("isolated_registries")
+
 REPO = Path(__file__).resolve().parents[1]
 TINY = {"name": "api-tiny", "seed": 3, "rounds": 2,
         "data": {"dataset": "digits", "num_clients": 4, "partition": "iid"},

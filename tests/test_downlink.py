@@ -144,10 +144,11 @@ def downlink_over_inline(tiny_scenario):
 def send(stage: DownlinkStage, inline: InlineGrid, message: Message, *, pull: bool = True):
     """One round of the loop for one message: downlink stage, push, (pull,) confirm. Returns what the
     downloads carried and the reply (None when not pulled)."""
-    downloads = stage.encode([message], inline)
+    stage.settle_waiting(inline, {message.metadata.dst_node_id})
+    downloads = stage.encode([message])
     ids = list(inline.push_messages([message]))
     replies = list(inline.pull_messages(ids)) if pull else []
-    stage.confirm([message], ids, replies)
+    stage.confirm(downloads, ids, replies)
     return downloads, (replies[0] if replies else None)
 
 
@@ -188,7 +189,7 @@ def test_a_malformed_download_is_refused_with_one_line(tiny_scenario, damage, re
     """The client half refuses a damaged download before training (the round counts it as failed)."""
     inline, stage, initial = downlink_over_inline(tiny_scenario)
     message = train_message(1, {k: v + 0.01 for k, v in initial.items()}, 1)
-    stage.encode([message], inline)
+    stage.encode([message])
     damage(message.content)
     with pytest.raises(Exception) as err:
         downlink_mod(message, inline.contexts[1], lambda m, c: pytest.fail("the ClientApp must not run"))

@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 import fedgc
-from fedgc import extensions
+from fedgc import import_paths
+
+pytestmark = pytest.mark.usefixtures("isolated_registries")
 
 BASE = {"name": "ext", "seed": 1, "rounds": 2,
         "data": {"dataset": "digits", "num_clients": 4, "partition": "iid"},
@@ -142,7 +144,7 @@ def test_a_model_a_dataset_and_a_compressor_from_python(tmp_path):
     ({"model": {"name": "no_such_pkg_xyz:Net"}}, "model 'no_such_pkg_xyz:Net': cannot import no_such_pkg_xyz"),
     ({"model": {"name": "{m}:TinyNet", "options": {"width": 3}}}, "model: options.width: unknown key (model {m}:TinyNet)"),
     ({"compression": {"name": "{m}:NotACompressor"}}, "is not a Compressor subclass"),
-    ({"model": {"name": "bad path:X"}}, "model 'bad path:X': an import path is package.module:attribute"),
+    ({"model": {"name": "bad path:X"}}, "model: unknown model 'bad path:X'"),
 ])
 def test_bad_plugins_are_one_line_naming_the_plugin(user_module, change, message):
     tree = {**BASE}
@@ -200,10 +202,10 @@ def test_a_message_never_makes_a_node_import(user_module, tmp_path):
     from fedgc.models import MODELS
 
     name = f"{user_module}:TinyNet"
-    with extensions.node_policy(""):
+    with import_paths.node_policy(""):
         node_known("model", name, MODELS)
     assert name not in MODELS and user_module not in sys.modules  # never imported
-    with extensions.node_policy(f"other_pkg,{user_module}"):
+    with import_paths.node_policy(f"other_pkg,{user_module}"):
         node_known("model", name, MODELS)
     assert name in MODELS
 

@@ -28,6 +28,8 @@ from .conftest import REPO
 from .test_extensions import MODULE
 from .test_flower_engine import _rows, differences
 
+pytestmark = pytest.mark.usefixtures("isolated_registries")
+
 CONNECTION = "fedgc-plugins-deployment"
 
 

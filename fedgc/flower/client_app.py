@@ -30,7 +30,6 @@ from fedgc.data import ArrayDataset
 from fedgc.data.device import TRAIN_FILE, check_fits, load_device_data
 from fedgc.execution.device import deterministic_algorithms, resolve_device, to_device
 from fedgc.execution.jobs import TrainJob
-from fedgc.extensions import node_policy
 from fedgc.flower import keys
 from fedgc.flower.batched import take_batched_update
 from fedgc.flower.client_checks import (
@@ -49,6 +48,7 @@ from fedgc.flower.downlink_mod import downlink_mod
 from fedgc.flower.keys import ReplyMetrics
 from fedgc.flower.partition_grid import PARTITION_QUERY, RESTORE_QUERY, STATE_QUERY
 from fedgc.flower.setup import SCENARIO_PATH, SCENARIO_YAML, scenario_from_run_config
+from fedgc.import_paths import node_policy
 from fedgc.models import build_model, tensor_specs
 from fedgc.training import LocalTrainResult, steps_for_epochs, train_local
 

@@ -20,9 +20,10 @@ from flwr.app import ConfigRecord
 
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.registry import COMPRESSORS, SERVER_KEYS
-from fedgc.extensions import PluginError, is_import_path, resolve
+from fedgc.extensions import resolve
 from fedgc.flower import keys
 from fedgc.flower.client_checks import ClientRefusal, NodeLimits, is_int, number
+from fedgc.import_paths import PluginError, is_import_path
 from fedgc.models import MODELS, estimated_parameters, validate_model_options
 from fedgc.scenario import Scenario
 

@@ -13,16 +13,16 @@ which every client builds from the scenario's seed, so the first download is alr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from flwr.app import ConfigRecord, Message, RecordDict
-from flwr.serverapp import Grid
 
 from fedgc.compress.downlink import DownlinkConfig, Weights, as_replica, make_download, model_digest
 from fedgc.core.parts import client_seed
 from fedgc.flower import keys
 from fedgc.flower.codec import encode_update
+from fedgc.flower.transport import Transport
 
 DELTA_KEY = "model-delta"  # the compressed difference, in place of the "arrays" record
 BASE_DIGEST = "downlink-base"  # digest of the replica the difference applies to
@@ -38,6 +38,8 @@ class DownlinkRound:
     resets: int = 0
     elements_sent: int = 0
     elements_total: int = 0
+    # What each node holds once it applies its download, in message order (``DownlinkStage.confirm``).
+    flights: list[_InFlight] = field(default_factory=list, repr=False)
 
     @property
     def density(self) -> float | None:
@@ -61,45 +63,44 @@ class DownlinkStage:
         self.replicas: dict[int, tuple[Weights, str]] = {}  # confirmed (replica, digest); absent: initial
         self.unsure: set[int] = set()  # nodes whose replica is not known: their next download is a reset
         self.in_flight: dict[str, _InFlight] = {}  # message id → what the node holds once it applies it
-        self._outcome: list[_InFlight] = []  # this round's downloads, in message order, until sent()
 
-    def encode(self, messages: list[Message], transport: Grid) -> DownlinkRound:
-        """Rewrite each training message in place: a compressed difference, or a reset (the dense model).
-        ``transport``: where replies to earlier downloads that the exchange stopped waiting for may be."""
+    def settle_waiting(self, transport: Transport, nodes: set[int]) -> None:
+        """Before a round's downloads to ``nodes``: replies to their earlier downloads that the exchange
+        stopped waiting for (a deadline, or the first K were in) may have arrived since, and confirm the
+        replica; a download still unanswered leaves its node's replica in doubt (its next is a reset)."""
+        waiting = [i for i, f in self.in_flight.items() if f.node in nodes]
+        if waiting:
+            self._settle(transport.pull_messages(waiting))
+        for message_id in waiting:
+            flight = self.in_flight.pop(message_id, None)
+            if flight is not None:
+                self.unsure.add(flight.node)
+
+    def encode(self, messages: list[Message]) -> DownlinkRound:
+        """Rewrite each training message in place: a compressed difference, or a reset (the dense model)."""
         stats = DownlinkRound()
         targets: dict[int, Weights] = {}  # the strategy sends one ArrayRecord to every node: decode it once
-        self._outcome = []
         for message in messages:
             record = message.content.array_records[keys.ARRAYS]
             if id(record) not in targets:
                 targets[id(record)] = as_replica(record.to_torch_state_dict())
-            self._outcome.append(self._encode(message, targets[id(record)], stats, transport))
+            stats.flights.append(self._encode(message, targets[id(record)], stats))
         return stats
 
-    def confirm(self, messages: list[Message], ids: list[str | None], pulled: list[Message]) -> None:
-        """After the exchange: the downloads pushed are in flight, and every reply received (cut or late
-        on the network or not) confirms what its node holds."""
-        pushed = set(ids)
-        for message, flight in zip(messages, self._outcome):
-            # Every Flower grid writes the id into the message it pushes; a message it could not push
-            # has no id in the returned list, and its node's replica is in doubt from now on.
-            message_id = message.metadata.message_id
-            if message_id and message_id in pushed:
+    def confirm(self, downloads: DownlinkRound, ids: list[str | None], pulled: list[Message]) -> None:
+        """After the exchange: the downloads pushed (``ids``, the transport's message ids in message
+        order; None: not pushed) are in flight, and every reply received (cut or late on the network or
+        not) confirms what its node holds. A download not pushed leaves its node's replica in doubt."""
+        for flight, message_id in zip(downloads.flights, ids):
+            if message_id:
                 self.in_flight[message_id] = flight
             else:
                 self.unsure.add(flight.node)
-        self._outcome = []
         self._settle(pulled)
 
-    def _encode(self, message: Message, target: Weights, stats: DownlinkRound, transport: Grid) -> _InFlight:
+    def _encode(self, message: Message, target: Weights, stats: DownlinkRound) -> _InFlight:
         node = message.metadata.dst_node_id
         config = ConfigRecord(dict(message.content.config_records[keys.CONFIG]))
-        waiting = [i for i, f in self.in_flight.items() if f.node == node]
-        if waiting:  # an earlier download's reply was not pulled (a deadline, or the first K were in)
-            self._settle(transport.pull_messages(waiting))  # it may have arrived since: then it confirms the replica
-        for message_id in waiting:  # still unanswered: the node may or may not have applied it
-            if self.in_flight.pop(message_id, None) is not None:
-                self.unsure.add(node)
         if node in self.unsure:
             config[RESET] = True
             message.content = _with_client_config(

@@ -20,11 +20,11 @@ import time
 from dataclasses import dataclass
 
 from flwr.app import Message
-from flwr.serverapp import Grid
 
 from fedgc.core.records import ClientFailure, TrainRoundTraffic
 from fedgc.flower import keys
 from fedgc.flower.partition_grid import poll_replies
+from fedgc.flower.transport import Transport
 from fedgc.flower.wire import message_wire_size
 from fedgc.network.timeline import ClientJob, ClientTiming, NetworkModel, RoundTimeline
 
@@ -82,13 +82,10 @@ class Exchanged:
     traffic: TrainRoundTraffic
 
 
-def _wire_bytes(transport: Grid, table: str, message_id: str, message: Message) -> int:
+def _wire_bytes(measured: int | None, message: Message) -> int:
     """The transport's own count when it keeps one (the inline grid measures what it serialized),
     else the size Flower's serialization gives the message."""
-    known = getattr(transport, table, None)
-    if known is not None and message_id in known:
-        return known[message_id]
-    return message_wire_size(message)
+    return measured if measured is not None else message_wire_size(message)
 
 
 def _traffic(messages, nodes, ids, down, failed, timeline, by_node, upload_bytes) -> tuple[list[Message], TrainRoundTraffic]:
@@ -125,11 +122,11 @@ class SimulatedExchange:
             online = self.network.online_nodes(nodes)
         return online
 
-    def run(self, transport: Grid, messages: list[Message]) -> Exchanged:
+    def run(self, transport: Transport, messages: list[Message]) -> Exchanged:
         nodes = [m.metadata.dst_node_id for m in messages]  # before the transport relabels them
         ids = list(transport.push_messages(messages))
         # Sizes of the messages as pushed (the transport has filled in its ids), by message id.
-        down = {i: _wire_bytes(transport, "sent_bytes", i, m) for i, m in zip(ids, messages) if i}
+        down = {i: _wire_bytes(transport.sent_size(i), m) for i, m in zip(ids, messages) if i}
         pulled = poll_replies(transport, ids, time.monotonic() + REPLY_TIMEOUT_S)
         by_node: dict[int, Message] = {}
         jobs, failed = [], []
@@ -139,7 +136,7 @@ class SimulatedExchange:
             if reply.has_error():
                 failed.append(describe_failure(node, reply.error.reason))
                 continue
-            size = _wire_bytes(transport, "reply_bytes", reply.metadata.reply_to_message_id, reply)
+            size = _wire_bytes(transport.reply_size(reply.metadata.reply_to_message_id), reply)
             jobs.append(ClientJob(node_id=node, down_bytes=down[reply.metadata.reply_to_message_id],
                                   compute_samples=_claimed_samples(reply.content.metric_records.get(keys.METRICS),
                                                                    self.max_samples),
@@ -174,11 +171,11 @@ class MeasuredExchange:
     def online(self, nodes: list[int]) -> list[int]:
         return nodes  # every connected node
 
-    def run(self, transport: Grid, messages: list[Message]) -> Exchanged:
+    def run(self, transport: Transport, messages: list[Message]) -> Exchanged:
         pushed_at = time.time()
         nodes = [m.metadata.dst_node_id for m in messages]  # before the transport relabels them
         ids = list(transport.push_messages(messages))
-        down = {i: _wire_bytes(transport, "sent_bytes", i, m) for i, m in zip(ids, messages) if i}
+        down = {i: _wire_bytes(transport.sent_size(i), m) for i, m in zip(ids, messages) if i}
         deadline = time.monotonic() + self.reply_timeout_s
         arrived: dict[str, float] = {}
         kept = 0
@@ -206,7 +203,7 @@ class MeasuredExchange:
             timings.append(ClientTiming(node_id=node, start=pushed_at - origin, downloaded=pushed_at - origin,
                                         computed=computed - origin, uploaded=uploaded - origin, status="completed"))
             by_node[node] = reply
-            upload_bytes[node] = _wire_bytes(transport, "reply_bytes", message_id, reply)
+            upload_bytes[node] = _wire_bytes(transport.reply_size(message_id), reply)
         unanswered = "discarded" if self.keep_first is not None and kept >= self.keep_first else "late"
         for message_id, message in zip(ids, messages):
             if message_id not in answered:

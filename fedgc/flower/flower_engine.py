@@ -33,7 +33,6 @@ import torch
 
 from fedgc.core.stop import ask_to_stop
 from fedgc.execution.device import resolve_device
-from fedgc.extensions import ALLOW_IMPORTS_ENV
 from fedgc.flower.client_store import CLIENT_STORE_DIR, store_kind
 from fedgc.flower.runtime_processes import (
     flower_env,
@@ -45,6 +44,7 @@ from fedgc.flower.runtime_processes import (
     write_connection,
 )
 from fedgc.flower.setup import NODE_WAIT_S, OUT_DIR, QUIET, SCENARIO_PATH, SCENARIO_YAML
+from fedgc.import_paths import ALLOW_IMPORTS_ENV
 from fedgc.metrics import Summary, read_summary
 from fedgc.process_guard import Guard
 from fedgc.process_tree import RUNTIME_TOKEN, Family, adopts_orphans, descendants, terminate, token_holders

@@ -19,7 +19,6 @@ from pathlib import Path
 import torch
 from flwr.app import ArrayRecord, Context, Error, Message, MessageType, RecordDict
 from flwr.clientapp import ClientApp
-from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 
 from fedgc.core.threads import pin_threads
@@ -38,6 +37,7 @@ from fedgc.flower.client_store import (
     store_kind,
 )
 from fedgc.flower.downlink_stage import DELTA_KEY
+from fedgc.flower.transport import Transport
 from fedgc.flower.wire import roundtrip
 
 CLIENT_APP_EXCEPTION = 101  # Error.code for a ClientApp that raised (same meaning as Flower's)
@@ -47,7 +47,7 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-class InlineGrid(Grid):
+class InlineGrid(Transport):
     def __init__(self, client_app: ClientApp, num_nodes: int, run_config: dict, run_id: int = 1) -> None:
         self.threads = pin_threads()
         self.client_app = client_app
@@ -127,6 +127,12 @@ class InlineGrid(Grid):
             raise TypeError("next_message_id is not a count")
         self.store.load_state_dict(state)
         self.next_message_id = state["next_message_id"]
+
+    def sent_size(self, message_id: str) -> int | None:
+        return self.sent_bytes.get(message_id)
+
+    def reply_size(self, message_id: str) -> int | None:
+        return self.reply_bytes.get(message_id)
 
     def set_run(self, run: Run) -> None:
         self._run = run

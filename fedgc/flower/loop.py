@@ -20,7 +20,6 @@ import numpy as np
 import simpy
 import torch
 from flwr.app import ArrayRecord, Message, MessageType, RecordDict
-from flwr.serverapp import Grid
 
 from fedgc.aggregators import AGGREGATORS
 from fedgc.bounded import writing
@@ -42,6 +41,7 @@ from fedgc.flower.downlink_stage import DownlinkStage
 from fedgc.flower.exchange import MeasuredExchange, SimulatedExchange
 from fedgc.flower.keys import ReplyMetrics
 from fedgc.flower.strategy import Diverged, FedgcStrategy, SelectionPolicy
+from fedgc.flower.transport import Transport
 from fedgc.flower.wire import message_wire_size
 from fedgc.metrics import FailureLog, MetricsLog, RoundsLog, Summary, read_rounds, write_summary
 from fedgc.network.build import build_network
@@ -83,7 +83,7 @@ def build_strategy(scenario: Scenario, data: FederatedData, shapes: dict[str, tu
                          client_config=client_config_record(scenario, data.input_shape, data.num_classes))
 
 
-def run_rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, *, measured: bool = False,
+def run_rounds(transport: Transport, scenario: Scenario, out_dir: Path | None, *, measured: bool = False,
                observers: Sequence[RoundObserver] = (), resume: bool = False, graceful_stop: bool = False) -> Summary:
     """Run (or with ``resume``, continue from ``out_dir``'s checkpoint) the scenario's rounds through
     ``transport``; ``measured``: a real deployment (wall-clock exchange), else the simulated network.
@@ -99,7 +99,7 @@ def run_rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, *, mea
             clear_stop(out_dir)
 
 
-def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured: bool,
+def _rounds(transport: Transport, scenario: Scenario, out_dir: Path | None, measured: bool,
             observers: list[RoundObserver], resume: bool, stop: StopRequest) -> Summary:
     logging.getLogger("flwr").setLevel(logging.ERROR)
     pin_threads()  # aggregation and evaluation round alike on every engine
@@ -130,7 +130,7 @@ def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured:
     # Every stateful part of the run, by its name in a checkpoint (None: not in this run). The
     # transport reports the clients' states: the inline grid holds them, the partition grid asks the nodes.
     parts = {"strategy": strategy, "optimizer": optimizer, "network": network, "downlink": downlink,
-             "transport": transport if hasattr(transport, "state_dict") else None}
+             "transport": transport}
     rounds_done, rows = 0, []
     if resume:
         if parts["transport"] is None or out_dir is None:
@@ -156,13 +156,14 @@ def _rounds(transport: Grid, scenario: Scenario, out_dir: Path | None, measured:
                 messages = strategy.configure(server_round, arrays, exchange.online(sorted(transport.get_node_ids())))
                 if downlink is not None:  # nodes that announced no replica (query.partition, also late
                     # joiners) and hold none the server confirmed: their next download is the whole model
-                    downlink.unsure |= {n for n in getattr(transport, "without_replica", ()) if n not in downlink.replicas}
-                downloads = downlink.encode(messages, transport) if downlink is not None else None
+                    downlink.unsure |= {n for n in transport.nodes_without_replica() if n not in downlink.replicas}
+                    downlink.settle_waiting(transport, {int(m.metadata.dst_node_id) for m in messages})
+                downloads = downlink.encode(messages) if downlink is not None else None
                 selected = [int(m.metadata.dst_node_id) for m in messages]  # the transport may relabel them
                 exchanged = exchange.run(transport, messages) if messages else None
                 strategy.acknowledge(exchanged.pulled if exchanged else [])
-                if downlink is not None and exchanged is not None:
-                    downlink.confirm(messages, exchanged.ids, exchanged.pulled)
+                if downloads is not None and exchanged is not None:
+                    downlink.confirm(downloads, exchanged.ids, exchanged.pulled)
                 report = strategy.aggregate(server_round, exchanged.replies if exchanged else [])
                 if report.weights is not None:
                     weights, arrays = report.weights, _as_record(report.weights)

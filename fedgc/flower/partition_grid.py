@@ -27,6 +27,7 @@ from flwr.supercore.run import Run
 
 from fedgc.flower.client_state import records_state, state_records
 from fedgc.flower.keys import NO_REPLICA
+from fedgc.flower.transport import Transport
 
 PARTITION_QUERY = "query.partition"  # message type the ClientApp answers with its partition
 # Checkpoints on Flower's runtimes, where the clients' states live on the nodes: the server asks each
@@ -126,7 +127,7 @@ def ask_partitions(grid: Grid, node_ids: list[int], timeout_s: float, without_re
     return answers, {i: node for i, node in zip(ids, node_ids) if i and i not in answered}
 
 
-class PartitionGrid(Grid):
+class PartitionGrid(Transport):
     """Presents every node of ``inner`` as ``partition-id + 1``; see the module docstring."""
 
     def __init__(self, inner: Grid, partitions: dict[int, int], without_replica: set[int] = frozenset(), *,
@@ -219,6 +220,9 @@ class PartitionGrid(Grid):
             logger.info("node %s joins the run as node %s (partition %s)", node, label, partition)
 
     # Delegation with translated ids -----------------------------------------------------------
+    def nodes_without_replica(self) -> set[int]:
+        return set(self.without_replica)
+
     def set_run(self, run: Run) -> None:
         self.inner.set_run(run)
 
