@@ -59,17 +59,20 @@ class NoOptions(BaseModel):
     model_config = {"extra": "forbid"}
 
 
-def register_model(name: str, builder: Callable[..., Any], options: type[BaseModel] | None = None) -> None:
+def register_model(name: str, builder: Callable[..., Any], options: type[BaseModel] | None = None, *,
+                   replace: bool = False) -> None:
     """Make ``model.name: <name>`` build ``builder(input_shape, num_classes, **options) -> nn.Module``.
     ``options``: a pydantic model of its settings (``model.options``; unknown keys are errors); None:
-    the builder's own ``Options`` if it is a class with one, else no options."""
-    _add_model(name, builder, options, "python")
+    the builder's own ``Options`` if it is a class with one, else no options. ``replace=True`` registers
+    again a name this process registered from Python (a notebook cell run twice)."""
+    _add_model(name, builder, options, "python", replace)
 
 
-def _add_model(name: str, builder: Callable[..., Any], options: type[BaseModel] | None, source: str) -> None:
+def _add_model(name: str, builder: Callable[..., Any], options: type[BaseModel] | None, source: str,
+               replace: bool = False) -> None:
     from fedgc.models import MODELS
 
-    _check_name(name, "model", MODELS)
+    _check_name(name, "model", MODELS, replace)
     if not callable(builder):
         raise PluginError(f"model {name}: {builder!r} is not callable (a model is a class or function "
                           "(input_shape, num_classes, **options) -> torch.nn.Module)")
@@ -98,17 +101,18 @@ def _with_options(builder: Callable[..., Any], options: type[BaseModel]) -> Any:
 
 # --- datasets --------------------------------------------------------------------------------------
 
-def register_dataset(name: str, data: Any) -> None:
+def register_dataset(name: str, data: Any, *, replace: bool = False) -> None:
     """Make ``data.dataset: <name>`` use ``data``: a ``fedgc.UserData`` (arrays, ``UserData.from_npz``,
-    ``UserData.from_torch``) or a function of no arguments returning one (called when a run loads it)."""
-    _add_dataset(name, data, "python")
+    ``UserData.from_torch``) or a function of no arguments returning one (called when a run loads it). ``replace=True`` registers
+    again a name this process registered from Python (a notebook cell run twice)."""
+    _add_dataset(name, data, "python", replace)
 
 
-def _add_dataset(name: str, data: Any, source: str) -> None:
+def _add_dataset(name: str, data: Any, source: str, replace: bool = False) -> None:
     from fedgc.data.config import DATASET_NAMES
     from fedgc.data.user import USER_DATASETS, UserData
 
-    _check_name(name, "dataset", {**dict.fromkeys(DATASET_NAMES), **USER_DATASETS})
+    _check_name(name, "dataset", {**dict.fromkeys(DATASET_NAMES), **USER_DATASETS}, replace)
     if not (isinstance(data, UserData) or callable(data)):
         raise PluginError(f"dataset {name}: expected a fedgc.UserData or a function returning one, "
                           f"not {type(data).__name__}")
@@ -118,14 +122,15 @@ def _add_dataset(name: str, data: Any, source: str) -> None:
 
 # --- compressors -----------------------------------------------------------------------------------
 
-def register_compressor(cls: type, name: str | None = None) -> None:
+def register_compressor(cls: type, name: str | None = None, *, replace: bool = False) -> None:
     """Make ``compression.name: <cls.name>`` (or ``name``) use ``cls``: a ``fedgc.Compressor`` subclass
     whose ``compress`` returns one of the existing payload kinds, with an ``Options`` model derived from
-    ``fedgc.CompressorOptions`` for its keys (docs/api.md)."""
-    _add_compressor(cls, name, "python")
+    ``fedgc.CompressorOptions`` for its keys (docs/api.md). ``replace=True`` registers
+    again a name this process registered from Python (a notebook cell run twice)."""
+    _add_compressor(cls, name, "python", replace)
 
 
-def _add_compressor(cls: type, name: str | None, source: str) -> None:
+def _add_compressor(cls: type, name: str | None, source: str, replace: bool = False) -> None:
     from fedgc.compress.registry import COMPRESSORS, check_compressor
 
     try:
@@ -133,20 +138,21 @@ def _add_compressor(cls: type, name: str | None, source: str) -> None:
     except TypeError as err:
         raise PluginError(f"compressor {name or getattr(cls, 'name', cls)!r}: {err}") from None
     key = name or cls.name
-    _check_name(key, "compressor", COMPRESSORS)
+    _check_name(key, "compressor", COMPRESSORS, replace)
     COMPRESSORS[key] = cls
     _SOURCES[("compressor", key)] = source
 
 
 # --- aggregation rules ----------------------------------------------------------------------------
 
-def register_aggregator(cls: type, name: str | None = None) -> None:
+def register_aggregator(cls: type, name: str | None = None, *, replace: bool = False) -> None:
     """Make ``strategy.aggregation: <cls.name>`` (or ``name``) use ``cls``: a ``fedgc.Aggregator``
-    subclass (server side only: clients never see it)."""
-    _add_aggregator(cls, name, "python")
+    subclass (server side only: clients never see it). ``replace=True`` registers
+    again a name this process registered from Python (a notebook cell run twice)."""
+    _add_aggregator(cls, name, "python", replace)
 
 
-def _add_aggregator(cls: type, name: str | None, source: str) -> None:
+def _add_aggregator(cls: type, name: str | None, source: str, replace: bool = False) -> None:
     from fedgc.aggregators import AGGREGATORS, check_aggregator
 
     try:
@@ -156,20 +162,21 @@ def _add_aggregator(cls: type, name: str | None, source: str) -> None:
     key = name or getattr(cls, "name", None)
     if not isinstance(key, str):
         raise PluginError(f"aggregator {cls.__name__}: set its name (the scenario's strategy.aggregation)")
-    _check_name(key, "aggregator", AGGREGATORS)
+    _check_name(key, "aggregator", AGGREGATORS, replace)
     AGGREGATORS[key] = cls
     _SOURCES[("aggregator", key)] = source
 
 
 # --- server optimizers ----------------------------------------------------------------------------
 
-def register_server_optimizer(cls: type, name: str | None = None) -> None:
+def register_server_optimizer(cls: type, name: str | None = None, *, replace: bool = False) -> None:
     """Make ``strategy.server_optimizer: <cls.name>`` (or ``name``) use ``cls``: a
-    ``fedgc.ServerOptimizer`` subclass (server side only)."""
-    _add_server_optimizer(cls, name, "python")
+    ``fedgc.ServerOptimizer`` subclass (server side only). ``replace=True`` registers
+    again a name this process registered from Python (a notebook cell run twice)."""
+    _add_server_optimizer(cls, name, "python", replace)
 
 
-def _add_server_optimizer(cls: type, name: str | None, source: str) -> None:
+def _add_server_optimizer(cls: type, name: str | None, source: str, replace: bool = False) -> None:
     from fedgc.server_optim import SERVER_OPTIMIZERS, check_server_optimizer
 
     try:
@@ -179,17 +186,22 @@ def _add_server_optimizer(cls: type, name: str | None, source: str) -> None:
     key = name or getattr(cls, "name", None)
     if not isinstance(key, str):
         raise PluginError(f"server optimizer {cls.__name__}: set its name (the scenario's strategy.server_optimizer)")
-    _check_name(key, "server_optimizer", SERVER_OPTIMIZERS)
+    _check_name(key, "server_optimizer", SERVER_OPTIMIZERS, replace)
     SERVER_OPTIMIZERS[key] = cls
     _SOURCES[("server_optimizer", key)] = source
 
 
-def _check_name(name: str, kind: str, known: Any) -> None:
+def _check_name(name: str, kind: str, known: Any, replace: bool = False) -> None:
+    """A new, short, printable name; with ``replace``, a name this process registered from Python may
+    be registered again (a notebook cell run twice); a built-in, an import path or a plugin never."""
     if not isinstance(name, str) or not name or len(name) > 200 or not name.isprintable():
         raise PluginError(f"{kind} name {name!r}: expected a short printable name")
     if name in known:
         where = _SOURCES.get((kind, name), "built-in")
-        raise PluginError(f"{kind} {name!r} is registered already ({where}); choose another name")
+        if replace and where == "python":
+            return
+        hint = "; choose another name" + ("" if where != "python" else " (or replace=True)")
+        raise PluginError(f"{kind} {name!r} is registered already ({where}){hint}")
 
 
 # --- import paths in a scenario ----------------------------------------------------------------------

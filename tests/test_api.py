@@ -36,7 +36,7 @@ PUBLIC = {
     "RoundObserver": "()",
     "RoundRecord": None,  # a dataclass of the metrics.jsonl fields (docs/metrics.md pins those)
     "Run": "(scenario: 'Scenario', summary: 'Summary', rounds: 'list[RoundRecord]', clients: 'list[ClientRecord]', "
-           "weights: 'dict[str, torch.Tensor]', out_dir: 'Path | None' = None) -> None",
+           "weights: 'dict[str, torch.Tensor]', out_dir: 'Path | None' = None, label: 'str' = '') -> None",
     "Scenario": None,  # a pydantic model of the scenario keys (docs/metrics.md, the scenario reference)
     "ScenarioError": None,
     "Summary": None,  # the summary.json fields (docs/metrics.md)
@@ -53,11 +53,12 @@ PUBLIC = {
     "table": "(runs: 'Sequence[Run]', fmt: 'str' = 'md') -> 'str'",
     "RunFolderError": None,
     # extending fedgc (tests/test_extensions.py)
-    "register_model": "(name: 'str', builder: 'Callable[..., Any]', options: 'type[BaseModel] | None' = None) -> 'None'",
-    "register_dataset": "(name: 'str', data: 'Any') -> 'None'",
-    "register_compressor": "(cls: 'type', name: 'str | None' = None) -> 'None'",
-    "register_aggregator": "(cls: 'type', name: 'str | None' = None) -> 'None'",
-    "register_server_optimizer": "(cls: 'type', name: 'str | None' = None) -> 'None'",
+    "register_model": "(name: 'str', builder: 'Callable[..., Any]', options: 'type[BaseModel] | None' = None, *, "
+                      "replace: 'bool' = False) -> 'None'",
+    "register_dataset": "(name: 'str', data: 'Any', *, replace: 'bool' = False) -> 'None'",
+    "register_compressor": "(cls: 'type', name: 'str | None' = None, *, replace: 'bool' = False) -> 'None'",
+    "register_aggregator": "(cls: 'type', name: 'str | None' = None, *, replace: 'bool' = False) -> 'None'",
+    "register_server_optimizer": "(cls: 'type', name: 'str | None' = None, *, replace: 'bool' = False) -> 'None'",
     "ServerOptimizer": "(lr: 'float' = 1.0) -> 'None'",
     "Aggregator": None,  # the aggregation-rule interface: docs/api.md
     "AcceptedUpdate": "(node: int, payloads: dict[str, Payload], share: float, scale: float) -> None",
@@ -172,6 +173,7 @@ def test_a_sweep_over_two_seeds_gives_its_table_in_memory_and_on_disk(tmp_path):
     assert written and all(p.is_file() for p in written)
     memory = fedgc.sweep(TINY, seeds=[0, 1])
     assert memory.out_dir is None and all(r.out_dir is None for r in memory.runs)
+    assert [r.label for r in memory.runs] == ["seed=0", "seed=1"]  # the point's name, kept in memory
     assert [r.rounds for r in memory.runs] == [r.rounds for r in swept.runs[:2]]
 
 

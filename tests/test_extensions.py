@@ -187,8 +187,9 @@ def test_a_name_registered_twice_is_refused(tmp_path):
     fedgc.register_model(f"twice_{tmp_path.name}", nn.Linear)
     with pytest.raises(fedgc.PluginError, match=f"model 'twice_{tmp_path.name}' is registered already"):
         fedgc.register_model(f"twice_{tmp_path.name}", nn.Linear)
+    fedgc.register_model(f"twice_{tmp_path.name}", nn.Bilinear, replace=True)  # a notebook cell run again
     with pytest.raises(fedgc.PluginError, match="'mlp' is registered already"):
-        fedgc.register_model("mlp", nn.Linear)
+        fedgc.register_model("mlp", nn.Linear, replace=True)  # never a built-in
     from fedgc.compress.topk import TopK
 
     with pytest.raises(fedgc.PluginError, match="compressor 'topk' is registered already"):

@@ -27,7 +27,8 @@ class Run:
     ``summary``: the ``summary.json`` fields; ``rounds``: one record per attempt of a round
     (``metrics.jsonl``); ``clients``: one record per selected client and attempt (``clients.jsonl``);
     ``weights``: the final (or last good) global model's ``state_dict``; ``out_dir``: the run folder,
-    or None for a run that wrote no files."""
+    or None for a run that wrote no files; ``label``: its name in tables (the run folder's, a sweep
+    point's ``KEY=VALUE,...``, else the scenario's)."""
 
     scenario: Scenario
     summary: Summary
@@ -35,11 +36,11 @@ class Run:
     clients: list[ClientRecord]
     weights: dict[str, torch.Tensor]
     out_dir: Path | None = None
+    label: str = ""  # its name in tables: the run folder's (a sweep point's), else the scenario's
 
-    @property
-    def label(self) -> str:
-        """The run folder's name, or the scenario's name for a run kept in memory."""
-        return self.out_dir.name if self.out_dir is not None else self.scenario.name
+    def __post_init__(self) -> None:
+        if not self.label:
+            self.label = self.out_dir.name if self.out_dir is not None else self.scenario.name
 
     @property
     def model(self) -> nn.Module:

@@ -76,6 +76,9 @@ class Compressor(ABC):
     # False for a method that keeps its residual whatever ``error_feedback`` says (DGC): the option is
     # then accepted and ignored, and not sent to its clients.
     reads_error_feedback: ClassVar[bool] = True
+    # True for a method that keeps ``ctx.density`` of the entries (the round's density, after warm-up):
+    # its density is recorded per round and it can be warmed up (``compression.warmup_for``).
+    reads_density: ClassVar[bool] = False
 
     @classmethod
     def from_config(cls, options: CompressorOptions) -> Compressor:

@@ -37,7 +37,7 @@ from pydantic import (
 )
 
 from fedgc.compress.base import CompressorOptions
-from fedgc.compress.registry import COMPRESSORS, DENSITY_COMPRESSORS, SERVER_KEYS
+from fedgc.compress.registry import COMPRESSORS, SERVER_KEYS, uses_density
 
 COMMON_OPTIONS: tuple[str, ...] = tuple(CompressorOptions.model_fields)
 # The compressors' options that the resolved ``compression`` section listed for every compressor before
@@ -194,9 +194,10 @@ class CompressionConfig(BaseModel):
     @classmethod
     def _warmable(cls, names: list[str]) -> list[str]:
         for name in names:
-            if name not in DENSITY_COMPRESSORS:
+            if not uses_density(name):
+                known = sorted(n for n in COMPRESSORS if uses_density(n))
                 raise ValueError(f"{name!r} has no density to warm up; list only compressors that use "
-                                 f"compression.density: {', '.join(sorted(DENSITY_COMPRESSORS))}")
+                                 f"compression.density: {', '.join(known)}")
         return names
 
     @model_serializer(mode="plain")

@@ -57,14 +57,15 @@ def add_compressor(cls: type[Compressor]) -> None:
 for _cls in COMPRESSORS.values():
     check_compressor(_cls)
 
-# The compressors that read ``compression.density`` (k = ceil(density · n) entries per tensor): only
-# these record a ``density`` per round, and only these can be warmed up (``compression.warmup_for``).
-# tests/test_compressors_density.py checks this set against what every registered compressor does.
-DENSITY_COMPRESSORS: frozenset[str] = frozenset({"dgc", "topk", "randomk", "stc"})
-
-
 def uses_density(name: str) -> bool:
-    return name in DENSITY_COMPRESSORS
+    """Whether compressor ``name`` keeps ``compression.density`` of the entries (``reads_density``): only
+    these record a ``density`` per round, and only these can be warmed up (``compression.warmup_for``).
+    tests/test_density_and_warmup.py checks this against what every registered compressor does."""
+    return name in COMPRESSORS and COMPRESSORS[name].reads_density
+
+
+# The built-in ones (k = ceil(density · n) entries per tensor).
+DENSITY_COMPRESSORS: frozenset[str] = frozenset(n for n in COMPRESSORS if uses_density(n))
 
 
 def compressor_names() -> list[str]:

@@ -17,6 +17,7 @@ from fedgc.compress.topk import k_for, topk_indices
 
 class STC(Compressor):
     name = "stc"
+    reads_density = True
 
     def compress(self, tensor: torch.Tensor, name: str, ctx: CompressionContext) -> SparseTernaryPayload:
         flat = tensor.detach().flatten().to(torch.float32)
