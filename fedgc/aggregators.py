@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
+from pydantic import BaseModel
 
 from fedgc.compress.aggregate import aggregate_payloads, coordinate_wise
 from fedgc.compress.payloads import Payload, decompress
+from fedgc.options import NoOptions
 
 ROBUST_MIN_UPDATES = 3  # an unweighted (robust) rule needs this many updates; fewer: the weighted mean
 
@@ -41,15 +43,17 @@ class AcceptedUpdate:
 
 
 class Aggregator(ABC):
-    """One aggregation rule. A subclass sets ``name`` and ``weighted`` and implements ``aggregate``;
-    ``from_strategy`` builds it from the scenario's ``strategy`` section (default: no settings)."""
+    """One aggregation rule. A subclass sets ``name`` and ``weighted`` and implements ``aggregate``; its
+    settings are ``strategy.aggregation_options``, validated by ``Options`` (a pydantic model, unknown
+    keys refused) and passed to ``__init__`` as keywords by ``from_strategy``."""
 
     name: ClassVar[str]
     weighted: ClassVar[bool] = True  # False: one client, one value (a claimed example count buys nothing)
+    Options: ClassVar[type[BaseModel]] = NoOptions
 
     @classmethod
     def from_strategy(cls, strategy) -> Aggregator:
-        return cls()
+        return cls(**cls.Options.model_validate(strategy.aggregation_options).model_dump())
 
     @abstractmethod
     def aggregate(self, updates: list[AcceptedUpdate], shapes: dict[str, tuple[int, ...]],

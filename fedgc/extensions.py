@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from fedgc.import_paths import PluginError, import_object, is_import_path
+from fedgc.options import NoOptions
 
 ENTRY_POINT_GROUP = "fedgc.plugins"
 KINDS = ("model", "dataset", "compressor", "aggregator", "server_optimizer")
@@ -52,12 +53,6 @@ def _qualname(obj: Any) -> str:
 
 
 # --- models ----------------------------------------------------------------------------------------
-
-class NoOptions(BaseModel):
-    """A model that takes no options: any key in ``model.options`` is an error."""
-
-    model_config = {"extra": "forbid"}
-
 
 def register_model(name: str, builder: Callable[..., Any], options: type[BaseModel] | None = None, *,
                    replace: bool = False) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 # Bounds on the knobs whose cost grows with their value (docs/reliability.md). Measured on the 2-core
 # machine, one thread, batch 32: 10,000 SGD steps take 21 s (small_cnn), 5.4 min (mnist_cnn) and
@@ -86,7 +86,10 @@ class StrategyConfig(_Section):
                                  "smallest values dropped per coordinate")
     max_idle_rounds: int = Field(10, ge=0, description="stop the run (exit 3) after this many consecutive "
                                                        "attempts that applied no update; 0: never stop")
-
+    aggregation_options: dict[str, Any] = Field(
+        default_factory=dict, description="settings of a registered aggregation rule (its Options; docs/api.md)")
+    server_optimizer_options: dict[str, Any] = Field(
+        default_factory=dict, description="settings of a registered server optimizer (its Options; docs/api.md)")
 
     @field_validator("server_optimizer")
     @classmethod
@@ -105,6 +108,24 @@ class StrategyConfig(_Section):
         if name not in AGGREGATORS:
             raise ValueError(f"unknown aggregation rule {name!r}; known: {', '.join(AGGREGATORS)}")
         return name
+
+    @model_validator(mode="after")
+    def _plugin_options(self) -> StrategyConfig:
+        from fedgc.aggregators import AGGREGATORS
+        from fedgc.server_optim import SERVER_OPTIMIZERS
+
+        for key, name, model in (("aggregation_options", self.aggregation, AGGREGATORS[self.aggregation].Options),
+                                 ("server_optimizer_options", self.server_optimizer,
+                                  SERVER_OPTIMIZERS[self.server_optimizer].Options)):
+            try:
+                model.model_validate(getattr(self, key), strict=True)
+            except ValidationError as err:
+                first = err.errors()[0]
+                where = ".".join(str(p) for p in first["loc"]) or "options"
+                problem = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
+                raise ValueError(f"{key}.{where}: {problem} ({name}'s options: "
+                                 f"{', '.join(model.model_fields) or 'none'})") from None
+        return self
 
 
 class EvalConfig(_Section):

@@ -13,6 +13,9 @@ from abc import ABC, abstractmethod
 from typing import ClassVar
 
 import torch
+from pydantic import BaseModel
+
+from fedgc.options import NoOptions
 
 
 class ServerOptimizer(ABC):
@@ -22,6 +25,9 @@ class ServerOptimizer(ABC):
     between rounds goes in ``self.buffers`` (tensors by name), which ``state_dict`` checkpoints."""
 
     name: ClassVar[str]
+    # Settings beyond the strategy section's: ``strategy.server_optimizer_options``, validated by this
+    # model (unknown keys refused) and passed to ``__init__`` as keywords by ``from_strategy``.
+    Options: ClassVar[type[BaseModel]] = NoOptions
 
     def __init__(self, lr: float = 1.0) -> None:
         self.lr = lr
@@ -29,7 +35,8 @@ class ServerOptimizer(ABC):
 
     @classmethod
     def from_strategy(cls, strategy) -> ServerOptimizer:
-        return cls(lr=strategy.server_lr)
+        options = cls.Options.model_validate(strategy.server_optimizer_options).model_dump()
+        return cls(lr=strategy.server_lr, **options)
 
     @abstractmethod
     def direction(self, name: str, delta: torch.Tensor) -> torch.Tensor:

@@ -13,6 +13,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from pydantic import BaseModel, ConfigDict
 
 import fedgc
 from fedgc import import_paths
@@ -250,3 +251,35 @@ def test_fedgc_plugins_lists_built_ins_and_an_installed_plugin(tmp_path):
     lines = {tuple(line.split()[:3]) for line in out.stdout.splitlines()}
     assert ("model", "acme_linear", "plugin") in lines and ("model", "small_cnn", "built-in") in lines
     assert ("compressor", "dgc", "built-in") in lines and ("dataset", "digits", "built-in") in lines
+
+
+def test_a_users_rule_and_optimizer_take_their_settings_from_the_strategy_section(user_module):
+    """``strategy.aggregation_options`` and ``strategy.server_optimizer_options`` are validated by the
+    plugin's own ``Options`` and reach its ``__init__``; a key it does not declare is one line."""
+    import torch
+
+    class Scaled(fedgc.ServerOptimizer):
+        name = f"scaled_{user_module}"
+
+        class Options(BaseModel):
+            model_config = ConfigDict(extra="forbid")
+            factor: float = 1.0
+
+        def __init__(self, lr=1.0, factor=1.0):
+            super().__init__(lr)
+            self.factor = factor
+
+        def direction(self, name, delta):
+            return self.lr * self.factor * delta
+
+    fedgc.register_server_optimizer(Scaled)
+    custom = fedgc.run({**BASE, "strategy": {"fraction": 0.5, "server_optimizer": Scaled.name,
+                                             "server_optimizer_options": {"factor": 0.25}}})
+    builtin = fedgc.run({**BASE, "strategy": {"fraction": 0.5, "server_lr": 0.25}})
+    assert all(torch.equal(custom.weights[k], builtin.weights[k]) for k in builtin.weights)
+    with pytest.raises(fedgc.ScenarioError, match=rf"server_optimizer_options.speed: unknown key \({Scaled.name}'s "
+                                                  r"options: factor\)"):
+        fedgc.Scenario.from_dict({**BASE, "strategy": {"server_optimizer": Scaled.name,
+                                                       "server_optimizer_options": {"speed": 2}}})
+    with pytest.raises(fedgc.ScenarioError, match=r"aggregation_options.k: unknown key \(mean's options: none\)"):
+        fedgc.Scenario.from_dict({**BASE, "strategy": {"aggregation_options": {"k": 2}}})

@@ -12,7 +12,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "fedgc"
 FLOWER_FREE = ["scenario_errors.py", "sweep_jobs.py", "compress", "network", "data", "models", "wire", "core", "training.py", "server_optim.py",
                "metrics.py", "scenario.py", "plots", "progress.py", "run_reports.py", "sweep_runner.py", "simulate.py",
-               "api", "extensions.py", "import_paths.py", "aggregators.py", "__init__.py", "scenario_sections.py",
+               "api", "extensions.py", "import_paths.py", "options.py", "aggregators.py", "__init__.py", "scenario_sections.py",
                "check.py", "run_folder.py", "yaml12.py", "execution", "fetch", "paths.py", "process_tree.py",
                "process_guard.py", "runtime_record.py", "bounded.py", "readiness.py"]
 # Inside the core: which fedgc packages each leaf may import besides itself (nothing else of fedgc).
