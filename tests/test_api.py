@@ -203,3 +203,18 @@ def test_the_extension_examples_in_docs_api_md_run_as_written():
     assert run.summary.updates_applied == 8 and run.summary.clients_failed == 0
     with pytest.raises(fedgc.ScenarioError, match="scale"):
         fedgc.Scenario.from_dict({**TINY, "compression": {"name": "docs_sign_scale", "scale": "big"}})
+
+
+def test_progress_in_a_notebook_is_a_tqdm_bar(monkeypatch, capsys):
+    """``quiet=False`` in a Jupyter kernel (stderr not a terminal) shows a ``tqdm.auto`` bar, not the
+    terminal's redrawn line; ``quiet=True`` shows nothing."""
+    import types
+
+    from fedgc.core.observe import NotebookProgress, ProgressObserver, default_observers
+
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    shown = default_observers(3, None, quiet=False, title="t", target_accuracy=0.9)
+    assert [type(o) for o in shown] == [ProgressObserver, NotebookProgress] and not shown[0].enabled
+    assert [type(o) for o in default_observers(3, None, quiet=True, title="t", target_accuracy=0.9)] == [ProgressObserver]
+    fedgc.run(TINY, quiet=False)
+    assert "2/2" in capsys.readouterr().err  # the bar reached the last round

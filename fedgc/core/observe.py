@@ -66,6 +66,41 @@ class ProgressObserver(RoundObserver):
         self.progress.close()
 
 
+class NotebookProgress(RoundObserver):
+    """In a Jupyter kernel (no terminal to redraw a line on): a ``tqdm.auto`` bar over the rounds, with
+    the latest accuracy and the simulated time."""
+
+    def __init__(self, rounds: int) -> None:
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=rounds, unit="round", desc="fedgc")
+        self.last_accuracy: float | None = None
+
+    def started(self, done: list[RoundRecord]) -> None:
+        self.bar.update(len({r.round for r in done}))
+
+    def round_done(self, record: RoundRecord, clients: list[ClientRecord]) -> None:
+        if record.accuracy is not None:
+            self.last_accuracy = record.accuracy
+        accuracy = f"{self.last_accuracy:.1%}" if self.last_accuracy is not None else "-"
+        self.bar.set_postfix_str(f"acc {accuracy} sim {record.sim_end_s:.1f}s", refresh=False)
+        self.bar.n = record.round
+        self.bar.refresh()
+
+    def finished(self, summary: Summary, rows: list[RoundRecord], weights: dict[str, torch.Tensor]) -> None:
+        self.bar.close()
+
+    def aborted(self) -> None:
+        self.bar.close()
+
+
+def in_notebook() -> bool:
+    """A Jupyter kernel runs this process and stderr is not a terminal."""
+    import sys
+
+    return "ipykernel" in sys.modules and not sys.stderr.isatty()
+
+
 class PlotsObserver(RoundObserver):
     """The run folder's plots (``RUN/plots/``), drawn once at the end."""
 
@@ -106,8 +141,11 @@ class Recorder(RoundObserver):
 
 def default_observers(rounds: int, out_dir: Path | None, *, quiet: bool, title: str,
                       target_accuracy: float) -> list[RoundObserver]:
-    """The progress line (notes only with ``quiet``) and, with a run folder, its plots."""
-    observers: list[RoundObserver] = [ProgressObserver(rounds, enabled=not quiet)]
+    """The progress line (notes only with ``quiet``; in a notebook, a ``tqdm.auto`` bar) and, with a run
+    folder, its plots."""
+    observers: list[RoundObserver] = [ProgressObserver(rounds, enabled=not quiet and not in_notebook())]
+    if not quiet and in_notebook():
+        observers.append(NotebookProgress(rounds))
     if out_dir is not None:
         observers.append(PlotsObserver(out_dir, title, target_accuracy))
     return observers
