@@ -218,3 +218,65 @@ def test_progress_in_a_notebook_is_a_tqdm_bar(monkeypatch, capsys):
     assert [type(o) for o in default_observers(3, None, quiet=True, title="t", target_accuracy=0.9)] == [ProgressObserver]
     fedgc.run(TINY, quiet=False)
     assert "2/2" in capsys.readouterr().err  # the bar reached the last round
+
+
+SCRIPT = '''
+"""Written from docs/api.md alone: my model, my data, my compressor, a sweep over two seeds."""
+import sys
+
+import numpy as np
+import torch
+from pydantic import BaseModel
+from torch import nn
+
+import fedgc
+
+
+class Net(nn.Module):
+    class Options(BaseModel):
+        hidden: int = 16
+
+    def __init__(self, input_shape, num_classes, hidden=16):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Flatten(), nn.Linear(int(np.prod(input_shape)), hidden), nn.ReLU(),
+                                    nn.Linear(hidden, num_classes))
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+class HalfSign(fedgc.Compressor):
+    name = "half_sign"
+
+    def compress(self, tensor, name, ctx):
+        flat = tensor.detach().flatten().float()
+        keep = torch.topk(flat.abs(), max(1, flat.numel() // 2)).indices.sort().values
+        return fedgc.SparsePayload(keep, flat[keep], tuple(tensor.shape))
+
+
+rng = np.random.default_rng(0)
+x = rng.normal(size=(600, 2, 4)).astype(np.float32)
+y = (x[:, 0, 0] + x[:, 1, 1] > 0).astype(np.int64)
+np.savez(sys.argv[1], x_train=x[:500], y_train=y[:500], x_test=x[500:], y_test=y[500:])
+
+fedgc.register_model("my_net", Net)
+fedgc.register_dataset("my_blobs", fedgc.UserData.from_npz(sys.argv[1]))
+fedgc.register_compressor(HalfSign)
+scenario = fedgc.Scenario.build(name="mine", rounds=3, data={"dataset": "my_blobs", "num_clients": 4},
+                                model={"name": "my_net", "options": {"hidden": 8}},
+                                client={"local_steps": 5, "batch_size": 16, "lr": 0.2},
+                                compression={"name": "half_sign"}, network={"profile": "3g"})
+print(fedgc.sweep(scenario, seeds=[0, 1]).table())
+'''
+
+
+def test_a_script_written_from_the_docs_alone_runs_and_prints_its_table(tmp_path):
+    (tmp_path / "mine.py").write_text(SCRIPT)
+    out = subprocess.run([sys.executable, str(tmp_path / "mine.py"), str(tmp_path / "data.npz")],
+                         check=False, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert out.returncode == 0, out.stderr
+    header, _, row = out.stdout.strip().splitlines()[:3]
+    cells = dict(zip([c.strip() for c in header.split("|")], [c.strip() for c in row.split("|")]))
+    assert (cells["compressor"], cells["n"], cells["rounds"]) == ("half_sign", "2", "3"), out.stdout
+    assert "±" in cells["final acc"] and 1.0 < float(cells["compression ratio"].rstrip("×")) < 2.0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.npz", "mine.py"]  # no run folders left behind
