@@ -37,7 +37,7 @@ import torch
 from fedgc.compress.base import CompressionContext
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.update import build_compression, compress_update
-from fedgc.flower.codec import UPDATE_KEY, encode_update
+from fedgc.flower.update_record import UPDATE_KEY, encode_update
 from fedgc.models import build_model
 from fedgc.wire.codec import encode_bytes
 

@@ -195,8 +195,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    from fedgc.engines import run_inline
     from fedgc.core.parts import federated_data
+    from fedgc.engines import run_inline
     from fedgc.scenario import validate
 
     sc = validate(scenario(args.rounds, args.data_root))

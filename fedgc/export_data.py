@@ -1,6 +1,6 @@
 """``fedgc export-data SCENARIO --out DIR [--partition P ...] [--set key=value ...]``
 
-Writes simulated partitions in the on-device format (``fedgc.data.device``): ``DIR/partition-P/train.npz``
+Writes simulated partitions in the on-device format (``fedgc.data.device_files``): ``DIR/partition-P/train.npz``
 for each partition asked (default: all ``data.num_clients``), the same examples the simulation gives
 partition P. Copy one folder to a device and start its SuperNode with
 ``--node-config "partition-id=P num-partitions=N data-dir=/path/to/that/folder"`` (docs/deploy-edge.md).
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from fedgc.core.parts import federated_data
 from fedgc.data.base import DataFileError
-from fedgc.data.device import save_device_data
+from fedgc.data.device_files import save_device_data
 from fedgc.engines import EXIT_INVALID
 from fedgc.scenario import ScenarioError, load_scenario
 

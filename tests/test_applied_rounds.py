@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fedgc.core.parts import build_model_for, federated_data, server_optimizer
 from fedgc.flower import keys
 from fedgc.flower.inline_grid import InlineGrid
 from fedgc.flower.loop import _as_record, build_strategy
 from fedgc.flower.strategy import SelectionPolicy
-from fedgc.core.parts import build_model_for, federated_data, server_optimizer
 from fedgc.scenario import validate
 
 

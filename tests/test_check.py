@@ -18,8 +18,8 @@ QUICKSTART = str(REPO / "scenarios" / "quickstart.yaml")
 
 
 def test_check_does_not_load_the_training_data_unless_deep(monkeypatch, capsys):
-    import fedgc.data
     import fedgc.core.parts
+    import fedgc.data
 
     def loaded(*args, **kwargs):
         raise AssertionError("the training data was loaded")

@@ -16,18 +16,17 @@ import resource
 import time
 
 import numpy as np
-import pytest
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 
+from fedgc.core.parts import build_model_for, federated_data
 from fedgc.flower import keys
 from fedgc.flower.client_app import MEMORY_KEY, PENDING_KEY, app
 from fedgc.flower.client_checks import ClientRefusal
 from fedgc.flower.client_config import client_config_record
 from fedgc.flower.client_state import pack_state
 from fedgc.flower.setup import SCENARIO_YAML
-from fedgc.core.parts import build_model_for, federated_data
 from fedgc.scenario import dump_scenario, validate
 from tests.flower_messages import instruction
 

@@ -20,7 +20,7 @@ from fedgc.compress import compressor_names
 from fedgc.compress.base import CompressionContext, SparsePayload
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.update import build_compression, compress_update
-from fedgc.flower.codec import decode_update, encode_update
+from fedgc.flower.update_record import decode_update, encode_update
 from fedgc.wire.codec import CodecError, decode_bytes, encode_bytes
 from fedgc.wire.varint import decode_indices, encode_indices
 
@@ -153,7 +153,7 @@ def test_mnist_cnn_topk_0001_compression_ratio():
     from flwr.supercore.task_identity import TaskIdentity
 
     from fedgc.flower.loop import dense_reply_bytes
-    from fedgc.flower.wire import message_wire_size
+    from fedgc.flower.message_size import message_wire_size
     from fedgc.models import build_model
 
     TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, 1

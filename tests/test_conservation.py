@@ -24,10 +24,10 @@ from flwr.clientapp import ClientApp
 
 from fedgc.compress.base import decompress
 from fedgc.flower import client_app as fedgc_client
-from fedgc.flower.codec import decode_update
 from fedgc.flower.downlink_mod import downlink_mod
 from fedgc.flower.inline_grid import InlineGrid
 from fedgc.flower.loop import run_rounds
+from fedgc.flower.update_record import decode_update
 from fedgc.metrics import read_metrics
 from fedgc.scenario import validate
 
@@ -87,8 +87,8 @@ def test_produced_equals_applied_plus_residuals_when_half_the_uploads_fail(tmp_p
                     "availability": "exponential", "mean_on_s": 6.0, "mean_off_s": 2.0},
         "eval": {"target_accuracy": 0.9},
     })
-    from fedgc.models import build_model
     from fedgc.core.parts import federated_data
+    from fedgc.models import build_model
 
     data = federated_data(scenario)
     shapes = {k: tuple(v.shape) for k, v in build_model("mlp", data.input_shape, data.num_classes, 0).state_dict().items()}

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 import yaml
 
+from fedgc.core.parts import federated_data
 from fedgc.data import ArrayDataset
 from fedgc.data.base import DataFileError
-from fedgc.data.device import check_fits, load_device_data, save_device_data
+from fedgc.data.device_files import check_fits, load_device_data, save_device_data
 from fedgc.engines import run_scenario
-from fedgc.core.parts import federated_data
 from fedgc.scenario import validate
 
 from .test_deployment import SCENARIO, local_deployment, submit

@@ -41,7 +41,7 @@ from fedgc.compress.update import build_compression, compress_update
 from fedgc.compress.warmup import scheduled_density
 from fedgc.flower.client_app import settle_pending
 from fedgc.flower.client_state import pack_state, unpack_state
-from fedgc.flower.codec import UPDATE_KEY, encode_update
+from fedgc.flower.update_record import UPDATE_KEY, encode_update
 from fedgc.wire.codec import CodecError, decode_bytes, encode_bytes
 
 from .test_jvm_client import JAR, TESTS_JAR, jar  # noqa: F401  (the fixture: make jvm, or skip)
@@ -94,7 +94,7 @@ def test_java_update_record_is_flowers(tmp_path):
     assert (tmp_path / "npy").read_bytes() == array.data
     from flwr.app import Array, ArrayRecord
 
-    from fedgc.flower.codec import decode_update
+    from fedgc.flower.update_record import decode_update
 
     reasons = []
     for record in (ArrayRecord({UPDATE_KEY: array, "extra": Array(np.array([1.0], dtype=np.float32))}),

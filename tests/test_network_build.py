@@ -10,8 +10,8 @@ import simpy
 from pydantic import ValidationError
 
 from fedgc.network.build import build_network
+from fedgc.network.compute import DEVICE_TIERS, read_capacity_file
 from fedgc.network.config import NetworkConfig
-from fedgc.network.device import DEVICE_TIERS, read_capacity_file
 from fedgc.network.links import ConstantLink, GilbertElliottLink, TraceLink
 from fedgc.network.profiles import PROFILES
 from fedgc.network.timeline import ClientJob

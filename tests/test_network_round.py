@@ -9,7 +9,7 @@ import pytest
 import simpy
 
 from fedgc.network.availability import ExponentialOnOff, IntervalAvailability
-from fedgc.network.device import Device
+from fedgc.network.compute import Device
 from fedgc.network.fairshare import fair_share
 from fedgc.network.links import ConstantLink
 from fedgc.network.timeline import ClientJob, ClientNetwork, NetworkModel

@@ -11,11 +11,11 @@ import pytest
 import simpy
 import torch
 
+from fedgc.core.plain_state import PlainStateError, from_plain, to_plain
 from fedgc.network.availability import ExponentialOnOff
-from fedgc.network.device import Device
+from fedgc.network.compute import Device
 from fedgc.network.links.gilbert_elliott import GilbertElliottLink
 from fedgc.network.timeline import ClientNetwork, NetworkModel
-from fedgc.core.plain_state import PlainStateError, from_plain, to_plain
 
 
 def through_file(value):

@@ -13,9 +13,9 @@ from flwr.clientapp import ClientApp
 from fedgc.compress.aggregate import capped_shares, norm_bounds
 from fedgc.compress.base import DensePayload, SparsePayload
 from fedgc.flower import client_app as fedgc_client
-from fedgc.flower.codec import decode_update, encode_update
 from fedgc.flower.inline_grid import InlineGrid
 from fedgc.flower.loop import run_rounds
+from fedgc.flower.update_record import decode_update, encode_update
 from fedgc.metrics import read_metrics
 from fedgc.scenario import validate
 

@@ -15,8 +15,8 @@ from fedgc import aggregators as aggregators_module
 from fedgc.compress.base import DensePayload, SparsePayload
 from fedgc.compress.bits import pack_uint
 from fedgc.flower import strategy as strategy_module
-from fedgc.flower.codec import encode_update
 from fedgc.flower.strategy import Diverged, FedgcStrategy, SelectionPolicy
+from fedgc.flower.update_record import encode_update
 from fedgc.server_optim import SGD
 from fedgc.wire.varint import encode_varints
 from tests import flower_messages

@@ -27,7 +27,7 @@ from fedgc.compress.update import build_compression, compress_update
 from fedgc.core.parts import client_seed, federated_data
 from fedgc.core.threads import pin_threads
 from fedgc.data import ArrayDataset
-from fedgc.data.device import TRAIN_FILE, check_fits, load_device_data
+from fedgc.data.device_files import TRAIN_FILE, check_fits, load_device_data
 from fedgc.execution.device import deterministic_algorithms, resolve_device, to_device
 from fedgc.execution.jobs import TrainJob
 from fedgc.flower import keys
@@ -43,11 +43,11 @@ from fedgc.flower.client_checks import (
 from fedgc.flower.client_config import ClientSettings, read_client_config
 from fedgc.flower.client_state import pack_state, unpack_state
 from fedgc.flower.client_store import client_store_mod
-from fedgc.flower.codec import encode_update
 from fedgc.flower.downlink_mod import downlink_mod
 from fedgc.flower.keys import ReplyMetrics
 from fedgc.flower.partition_grid import PARTITION_QUERY, RESTORE_QUERY, STATE_QUERY
 from fedgc.flower.setup import SCENARIO_PATH, SCENARIO_YAML, scenario_from_run_config
+from fedgc.flower.update_record import encode_update
 from fedgc.import_paths import node_policy
 from fedgc.models import build_model, tensor_specs
 from fedgc.training import LocalTrainResult, steps_for_epochs, train_local
@@ -92,7 +92,7 @@ def settle_pending(memory: Memory, pending: dict[str, torch.Tensor], applied_rou
 
 def local_data(context: Context, settings: ClientSettings) -> ArrayDataset:
     """The examples this node trains on: on a device started with ``--node-config "data-dir=DIR ..."``
-    its own ``DIR/train.npz`` (``fedgc.data.device``), checked against the model in the message;
+    its own ``DIR/train.npz`` (``fedgc.data.device_files``), checked against the model in the message;
     otherwise (simulation) partition ``partition-id`` of the scenario's seeded split."""
     data_dir = context.node_config.get(DATA_DIR)
     if data_dir:

@@ -21,8 +21,8 @@ from flwr.app import ConfigRecord, Message, RecordDict
 from fedgc.compress.downlink import DownlinkConfig, Weights, as_replica, make_download, model_digest
 from fedgc.core.parts import client_seed
 from fedgc.flower import keys
-from fedgc.flower.codec import encode_update
 from fedgc.flower.transport import Transport
+from fedgc.flower.update_record import encode_update
 
 DELTA_KEY = "model-delta"  # the compressed difference, in place of the "arrays" record
 BASE_DIGEST = "downlink-base"  # digest of the replica the difference applies to

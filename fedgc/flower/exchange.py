@@ -23,9 +23,9 @@ from flwr.app import Message
 
 from fedgc.core.records import ClientFailure, TrainRoundTraffic
 from fedgc.flower import keys
+from fedgc.flower.message_size import message_wire_size
 from fedgc.flower.partition_grid import poll_replies
 from fedgc.flower.transport import Transport
-from fedgc.flower.wire import message_wire_size
 from fedgc.network.timeline import ClientJob, ClientTiming, NetworkModel, RoundTimeline
 
 # How long a round waits for replies at most (real seconds; Flower's own default for a round).

@@ -37,8 +37,8 @@ from fedgc.flower.client_store import (
     store_kind,
 )
 from fedgc.flower.downlink_stage import DELTA_KEY
+from fedgc.flower.message_size import roundtrip
 from fedgc.flower.transport import Transport
-from fedgc.flower.wire import roundtrip
 
 CLIENT_APP_EXCEPTION = 101  # Error.code for a ClientApp that raised (same meaning as Flower's)
 

@@ -36,13 +36,13 @@ from fedgc.data import FederatedData
 from fedgc.execution.device import deterministic_algorithms, resolve_device
 from fedgc.flower import keys
 from fedgc.flower.client_config import client_config_record
-from fedgc.flower.codec import encode_update
 from fedgc.flower.downlink_stage import DownlinkStage
 from fedgc.flower.exchange import MeasuredExchange, SimulatedExchange
 from fedgc.flower.keys import ReplyMetrics
+from fedgc.flower.message_size import message_wire_size
 from fedgc.flower.strategy import Diverged, FedgcStrategy, SelectionPolicy
 from fedgc.flower.transport import Transport
-from fedgc.flower.wire import message_wire_size
+from fedgc.flower.update_record import encode_update
 from fedgc.metrics import FailureLog, MetricsLog, RoundsLog, Summary, read_rounds, write_summary
 from fedgc.network.build import build_network
 from fedgc.scenario import Scenario

@@ -23,7 +23,7 @@ from fedgc.compress.aggregate import aggregate_payloads, capped_shares, norm_bou
 from fedgc.compress.base import Payload
 from fedgc.core.records import AggregationStats
 from fedgc.flower import keys
-from fedgc.flower.codec import CodecError, decode_update
+from fedgc.flower.update_record import CodecError, decode_update
 from fedgc.flower.validate import check_consistency, check_metrics, check_reply_to, elements, update_norm
 from fedgc.server_optim import ServerOptimizer
 

@@ -6,8 +6,8 @@ import numpy as np
 import simpy
 
 from fedgc.network.availability import ALWAYS, Availability, ExponentialOnOff, IntervalAvailability, read_interval_file
+from fedgc.network.compute import Device, assign_rows, read_capacity_file, tier_speeds
 from fedgc.network.config import NetworkConfig
-from fedgc.network.device import Device, assign_rows, read_capacity_file, tier_speeds
 from fedgc.network.links import LINKS, Link
 from fedgc.network.piecewise import PeriodicRate
 from fedgc.network.profiles import PROFILES

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from fedgc.network.device import DEVICE_TIERS
+from fedgc.network.compute import DEVICE_TIERS
 
 MAX_SECONDS = 1e9
 
@@ -68,7 +68,7 @@ class ConstantDeviceConfig(_Kind):
 
 
 TierName = Literal["low", "mid", "high", "mixed"]
-assert set(TierName.__args__) == {*DEVICE_TIERS, "mixed"}, "TierName lists fedgc.network.device.DEVICE_TIERS"
+assert set(TierName.__args__) == {*DEVICE_TIERS, "mixed"}, "TierName lists fedgc.network.compute.DEVICE_TIERS"
 
 
 class TierDeviceConfig(_Kind):

@@ -26,7 +26,7 @@ import numpy as np
 import simpy
 
 from fedgc.network.availability import ALWAYS, Availability
-from fedgc.network.device import Device
+from fedgc.network.compute import Device
 from fedgc.network.fairshare import fair_share
 from fedgc.network.links.base import Link
 from fedgc.network.protocol import IDEAL, Protocol

@@ -5,7 +5,7 @@ record of the train message (the server's ``shapes``, buffers included): a kind 
 kind's body. Names and shapes are not sent: the server knows the model. Decoding reads and checks
 one field at a time, so the first failing check names the reason (``fedgc.wire.reasons``; the
 precedence is in docs/wire-format.md), and raises ``CodecError``. No Flower here:
-``fedgc.flower.codec`` puts the blob into one ``ArrayRecord``.
+``fedgc.flower.update_record`` puts the blob into one ``ArrayRecord``.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 # fedgc/flower/strategy.py and fedgc/flower/validate.py, before the update record is opened.
 REPLY = ("unexpected-sender", "stale-reply", "duplicate-reply", "missing-metrics", "bad-num-examples",
          "bad-metrics", "missing-update", "too-large")
-# fedgc/flower/codec.py: the ArrayRecord that carries the blob.
+# fedgc/flower/update_record.py: the ArrayRecord that carries the blob.
 ENVELOPE = ("bad-record", "bad-dtype", "bad-array")
 # fedgc/wire/codec.py: the blob itself.
 BLOB = ("bad-version", "truncated", "bad-kind", "bad-dtype", "bad-varint", "bad-indices", "bad-bits",
