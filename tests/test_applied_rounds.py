@@ -29,7 +29,10 @@ def test_a_lost_message_keeps_its_applied_rounds_until_one_is_answered(tiny_scen
         messages = strategy.configure(server_round, _as_record(weights), [1, 2, 3, 4])
         told = {m.metadata.dst_node_id: list(m.content.config_records[keys.CONFIG][keys.APPLIED_ROUNDS])
                 for m in messages}
-        replies = grid.pull_messages(grid.push_messages([m for m in messages if m.metadata.dst_node_id not in lost]))
+        pushed = [m for m in messages if m.metadata.dst_node_id not in lost]
+        ids = list(grid.push_messages(pushed))
+        strategy.pushed({m.metadata.dst_node_id: i for m, i in zip(pushed, ids)})
+        replies = grid.pull_messages(ids)
         strategy.acknowledge(replies)
         assert sorted(strategy.aggregate(server_round, replies).stats.applied_nodes) == sorted({1, 2, 3, 4} - lost)
         return told

@@ -272,6 +272,7 @@ def test_the_strategy_applies_or_rejects_every_reply_and_never_raises(cases):
     sent = {m.metadata.dst_node_id: m for m in strategy.configure_train(1, weights, ConfigRecord(), Nodes())}
     for node, message in sent.items():
         delivered(message, f"m{node}")
+    strategy.pushed({node: message.metadata.message_id for node, message in sent.items()})
     messages = []
     for node, answers, array, metrics in cases:
         to = sent[answers] if answers else old

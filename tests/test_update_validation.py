@@ -40,11 +40,13 @@ def make_strategy(**kwargs) -> FedgcStrategy:
 
 
 def start_round(strategy: FedgcStrategy, server_round: int = 1) -> dict[int, Message]:
-    """configure_train, then what a grid does when it pushes: write a message id into each message."""
+    """configure_train, then what a grid does when it pushes (a message id for each message) and what the
+    loop tells the strategy (those ids)."""
     weights = ArrayRecord({"w": torch.zeros(4, 5), "b": torch.zeros(5)})
     messages = strategy.configure_train(server_round, weights, ConfigRecord(), ThreeNodes())
     for i, m in enumerate(messages):
         delivered(m, f"r{server_round}m{i}")
+    strategy.pushed({m.metadata.dst_node_id: m.metadata.message_id for m in messages})  # the ids the grid returned
     return {m.metadata.dst_node_id: m for m in messages}
 
 

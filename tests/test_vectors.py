@@ -116,6 +116,7 @@ def rejected_reason(case: dict) -> str:
     sent = {m.metadata.dst_node_id: m for m in strategy.configure_train(1, weights, ConfigRecord(), _Nodes())}
     for i, m in enumerate(sent.values()):
         delivered(m, f"m{i}")
+    strategy.pushed({node: m.metadata.message_id for node, m in sent.items()})
     content = RecordDict()
     if case["metrics"] is not None:
         content["metrics"] = MetricRecord(case["metrics"])

@@ -161,6 +161,7 @@ def _rounds(transport: Transport, scenario: Scenario, out_dir: Path | None, meas
                 downloads = downlink.encode(messages) if downlink is not None else None
                 selected = [int(m.metadata.dst_node_id) for m in messages]  # the transport may relabel them
                 exchanged = exchange.run(transport, messages) if messages else None
+                strategy.pushed(dict(zip(selected, exchanged.ids)) if exchanged else {})
                 strategy.acknowledge(exchanged.pulled if exchanged else [])
                 if downloads is not None and exchanged is not None:
                     downlink.confirm(downloads, exchanged.ids, exchanged.pulled)

@@ -116,6 +116,7 @@ class FedgcStrategy(FedAvg):
         # The attempt in progress: the message sent to each selected node (the transport writes its id
         # into it when it pushes it) and the global model it carried, for validating the replies.
         self._sent: dict[int, Message] = {}
+        self._sent_ids: dict[int, str] = {}  # node -> the id its message was pushed under (``pushed``)
         self._weights: dict[str, torch.Tensor] = {}
         self.applied_since_last_message: dict[int, list[int]] = defaultdict(list)
 
@@ -145,7 +146,7 @@ class FedgcStrategy(FedAvg):
         population = max(self.total_nodes, len(online))
         count = min(len(online), self.policy.to_select(population))
         selected = sorted(int(n) for n in self.rng.choice(online, size=count, replace=False)) if count else []
-        self._sent = {}
+        self._sent, self._sent_ids = {}, {}
         messages = []
         for node in selected:
             node_config = ConfigRecord(dict(config))
@@ -159,9 +160,14 @@ class FedgcStrategy(FedAvg):
             if self.client_config is not None:
                 content[keys.CLIENT_CONFIG] = self.client_config
             message = Message(content=content, message_type=MessageType.TRAIN, dst_node_id=node)
-            self._sent[node] = message  # the grid writes its message id into it when it pushes it
+            self._sent[node] = message
             messages.append(message)
         return messages
+
+    def pushed(self, ids: dict[int, str]) -> None:
+        """The ids this attempt's messages were pushed under, by node (the transport returns them); a
+        reply counts only if it answers its node's message."""
+        self._sent_ids = {node: message_id for node, message_id in ids.items() if node in self._sent and message_id}
 
     def acknowledge(self, replies: Iterable[Message]) -> None:
         """Every reply (in time or not, valid or not, but not an error) to this attempt's message shows
@@ -169,7 +175,7 @@ class FedgcStrategy(FedAvg):
         for reply in replies:
             node = reply.metadata.src_node_id
             sent = self._sent.get(node)
-            if reply.has_error() or sent is None or reply.metadata.reply_to_message_id != sent.metadata.message_id:
+            if reply.has_error() or sent is None or reply.metadata.reply_to_message_id != self._sent_ids.get(node):
                 continue
             told = set(sent.content.config_records[self.configrecord_key][keys.APPLIED_ROUNDS])
             left = [r for r in self.applied_since_last_message.pop(node, []) if r not in told]
@@ -181,7 +187,7 @@ class FedgcStrategy(FedAvg):
         node = reply.metadata.src_node_id
         if node not in self._sent:
             raise CodecError("unexpected-sender", f"node {node} was not selected this round")
-        check_reply_to(reply, self._sent[node])
+        check_reply_to(reply, self._sent_ids.get(node))
         if node in seen:
             raise CodecError("duplicate-reply", f"node {node} replied twice")
         size = reply_content_bytes(reply.content)
@@ -241,6 +247,8 @@ class FedgcStrategy(FedAvg):
 
     def aggregate_train(self, server_round: int,
                         replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        # Under Flower's own Strategy.start the grid that pushed the messages wrote their ids into them.
+        self.pushed({node: message.metadata.message_id for node, message in self._sent.items()})
         report = self.aggregate(server_round, replies)
         if report.weights is None:
             return None, None

@@ -17,14 +17,13 @@ from fedgc.flower import keys
 from fedgc.wire.codec import CodecError
 
 
-def check_reply_to(reply: Message, sent: Message | None) -> None:
-    """``reply`` must answer ``sent``, the message this round sent to its node. Every Flower grid
-    writes the message id into the message it pushes, so a reply to an earlier round's message (a
-    replay, or one that arrived after its round closed) names another id."""
-    expected = sent.metadata.message_id if sent is not None else ""
+def check_reply_to(reply: Message, expected: str | None) -> None:
+    """``reply`` must answer the message this round sent to its node, pushed under ``expected`` (None:
+    none was pushed). A reply to an earlier round's message (a replay, or one that arrived after its
+    round closed) names another id."""
     got = reply.metadata.reply_to_message_id
     if not expected or got != expected:
-        raise CodecError("stale-reply", f"reply to message {got!r}, this round sent {expected!r}")
+        raise CodecError("stale-reply", f"reply to message {got!r}, this round sent {expected or ''!r}")
 
 
 def _integer(metrics: MetricRecord, key: str, reason: str = "bad-metrics") -> int | None:
