@@ -89,6 +89,18 @@ class HalfStep(fedgc.ServerOptimizer):
         return 0.5 * self.lr * delta
 
 
+class Flaky(fedgc.Compressor):
+    """Raises in round 2: a plugin's own bug, in the middle of a run."""
+
+    name = "flaky"
+
+    def compress(self, tensor, name, ctx):
+        if ctx.round == 2:
+            raise RuntimeError("the plugin's own bug")
+        flat = tensor.detach().flatten().float()
+        return fedgc.DensePayload(flat, tuple(tensor.shape))
+
+
 class NotACompressor:
     name = "nope"
 '''
@@ -283,3 +295,20 @@ def test_a_users_rule_and_optimizer_take_their_settings_from_the_strategy_sectio
                                                        "server_optimizer_options": {"speed": 2}}})
     with pytest.raises(fedgc.ScenarioError, match=r"aggregation_options.k: unknown key \(mean's options: none\)"):
         fedgc.Scenario.from_dict({**BASE, "strategy": {"aggregation_options": {"k": 2}}})
+
+
+def test_a_plugin_that_raises_during_a_round_fails_its_clients_and_the_run_goes_on(user_module):
+    run = fedgc.run({**BASE, "rounds": 3, "compression": {"name": f"{user_module}:Flaky"}})
+    assert [(r.round, r.failed, r.applied) for r in run.rounds] == [(1, 0, 2), (2, 2, 0), (3, 0, 2)]
+    reasons = {c.reason for c in run.clients if c.outcome == "failed"}
+    assert reasons == {"RuntimeError: the plugin's own bug"} and run.summary.stopped_reason == "completed"
+
+
+def test_a_bad_plugin_on_the_command_line_is_one_line_and_exit_2(user_module, tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(fedgc.Scenario.from_dict(BASE).to_yaml().replace("name: topk", f"name: {user_module}:Missing"))
+    out = subprocess.run([sys.executable, "-m", "fedgc", "run", str(scenario), "--out", str(tmp_path / "r")],
+                         check=False, capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith(f"error: compressor '{user_module}:Missing': {user_module} has no attribute Missing")
