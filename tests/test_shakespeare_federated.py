@@ -102,3 +102,15 @@ def test_replay_clock_is_deterministic_and_slower_on_3g(bench, monkeypatch):
     assert lte == bench.replay_clock(tree, 0, bench.network_section("lte", tree["network"]), clients)
     assert list(lte) == [1, 2] and 0 < lte[1] < lte[2] and g3[2] > lte[2]
     assert bench.replay_clock(tree, 1, bench.network_section("lte", tree["network"]), clients) != lte  # seed → links
+
+
+@pytest.mark.slow
+def test_lstm_round_bench_prints_one_json_line(capsys):
+    """bench/lstm_round.py on a tiny round: one JSON object, shares in (0, 1)."""
+    spec = importlib.util.spec_from_file_location("lstm_round_under_test", BENCH / "lstm_round.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--clients", "2", "--steps", "2", "--vectorized-steps", "1", "--reps", "1"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert 0 < out["dgc_compress_share"] < 1 and 0 < out["dgc_select_share"] <= out["dgc_compress_share"]
+    assert out["params"] == 819_920 and out["clients"] == 2 and isinstance(out["vectorized_fell_back"], bool)
