@@ -85,7 +85,10 @@ def test_vectorized_equals_sequential(name):
     notices = []
     expected = run_sequential(model, start, seq_jobs)
     got = run_vectorized(model, start, vec_jobs, notice=notices.append)
-    assert notices == []  # really vectorized
+    if name == "char_lstm":  # on the CPU: sequential, said once (fedgc.execution.vectorized.slow_on)
+        assert len(notices) == 1 and "recurrent layers on the CPU" in notices[0]
+    else:
+        assert notices == []  # really vectorized
     assert_same_results(expected, got)
     # the clients' generators end where train_local leaves them (they go on to seed the compressors)
     for a, b in zip(seq_jobs, vec_jobs):

@@ -64,6 +64,16 @@ def unsupported_reason(model: nn.Module) -> str | None:
     return None
 
 
+def slow_on(model: nn.Module, device: torch.device) -> str | None:
+    """Why vectorizing ``model`` on ``device`` would be slower than training the clients one by one, or
+    None. On the CPU, PyTorch's fused recurrent kernels (``aten::mkldnn_rnn_layer``) have no vmap batching
+    rule: vmap falls back to a per-sample loop, 5.4x slower per step than sequential training for the
+    char_lstm (bench/lstm_round.py). (Not measured on CUDA.)"""
+    if device.type == "cpu" and any(isinstance(m, nn.RNNBase) for m in model.modules()):
+        return "recurrent layers on the CPU: PyTorch's fused RNN kernel has no vmap batching rule"
+    return None
+
+
 def _batch_widths(job: TrainJob) -> set[int]:
     """The sizes of the client's minibatches (``batch_schedule``'s, without drawing an order)."""
     n, size, widths, cursor = len(job.data), job.batch_size, set(), 0
@@ -142,7 +152,8 @@ def run_vectorized(model: nn.Module, start: Mapping[str, torch.Tensor], jobs: Se
     device = resolve_device(device)
     if not jobs:
         return []
-    reason = unsupported_reason(model) or uneven_batches(model, jobs) or _probe(model, jobs[0], device)
+    reason = (unsupported_reason(model) or slow_on(model, device) or uneven_batches(model, jobs)
+              or _probe(model, jobs[0], device))
     if reason is not None:
         notice(f"fedgc: vectorized client execution unavailable ({reason}); training the clients sequentially")
         return run_sequential(model, start, jobs, device=device, out_device=out_device)

@@ -8,7 +8,8 @@ import simpy
 from fedgc.network.availability import ALWAYS, Availability, ExponentialOnOff, IntervalAvailability, read_interval_file
 from fedgc.network.compute import Device, assign_rows, read_capacity_file, tier_speeds
 from fedgc.network.config import NetworkConfig
-from fedgc.network.links import LINKS, Link
+from fedgc.network.links import LINKS
+from fedgc.network.links.base import LinkInputs
 from fedgc.network.piecewise import PeriodicRate
 from fedgc.network.profiles import PROFILES
 from fedgc.network.protocol import protocol_from_config
@@ -16,10 +17,8 @@ from fedgc.network.sections import (
     ConstantLinkConfig,
     ExponentialAvailabilityConfig,
     FileDeviceConfig,
-    GilbertElliottLinkConfig,
     TierDeviceConfig,
     TraceAvailabilityConfig,
-    TraceLinkConfig,
 )
 from fedgc.network.timeline import ClientNetwork, NetworkModel
 from fedgc.network.traces import read_trace
@@ -92,33 +91,17 @@ def build_network(env: simpy.Environment, config: NetworkConfig, node_ids: list[
     devices = _devices(config, n, rng)
     availabilities = _availabilities(config, n, seeds[:, 1].tolist())
 
-    links: list[Link]
-    if isinstance(link, TraceLinkConfig):
-        cache: dict[str, PeriodicRate] = {}
+    cache: dict[str, PeriodicRate] = {}
 
-        def trace(name: str) -> PeriodicRate:
-            path = config.resolve(name)
-            if str(path) not in cache:
-                cache[str(path)] = read_trace(path, link.format, link.unit)
-            return cache[str(path)]
+    def trace(name: str) -> PeriodicRate:
+        path = config.resolve(name)
+        if str(path) not in cache:
+            cache[str(path)] = read_trace(path, link.format, link.unit)
+        return cache[str(path)]
 
-        up_scale = (config.up_mbps or profile.up_mbps) / (config.down_mbps or profile.down_mbps)
-        links = []
-        for i in range(n):
-            k = i % len(link.down)
-            down_curve = trace(link.down[k])
-            up_curve = trace(link.up[k]) if link.up else None
-            rng_i = link_rngs[i] if link_rngs[i] is not None else np.random.default_rng(0)
-            offset = float(rng_i.uniform(0, down_curve.period)) if link.random_start else 0.0
-            links.append(LINKS["trace"](down_curve, up_curve, up_scale, rtt, config.jitter_ms, link_rngs[i], offset))
-    elif isinstance(link, GilbertElliottLinkConfig):
-        links = [LINKS["gilbert_elliott"](
-            float(up[i]), float(down[i]), rtt, config.jitter_ms, link_rngs[i], mean_good_s=link.mean_good_s,
-            mean_bad_s=link.mean_bad_s, bad_factor=link.bad_factor, good_loss=link.good_loss,
-            bad_loss=link.bad_loss) for i in range(n)]
-    else:
-        links = [LINKS["constant"](float(up[i]), float(down[i]), rtt, config.jitter_ms, link_rngs[i])
-                 for i in range(n)]
+    up_scale = (config.up_mbps or profile.up_mbps) / (config.down_mbps or profile.down_mbps)
+    inputs = LinkInputs(up, down, rtt, config.jitter_ms, link_rngs, up_scale, trace)
+    links = LINKS[link.name].for_clients(link, inputs)
     clients = {node_id: ClientNetwork(links[i], devices[i], availabilities[i]) for i, node_id in enumerate(node_ids)}
     mbps = 1e6
     return NetworkModel(env, clients,

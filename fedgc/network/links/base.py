@@ -8,15 +8,39 @@ when the server's bandwidth is shared (only serialization competes for it).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Literal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
 Direction = Literal["up", "down"]
 
 
+@dataclass(frozen=True)
+class LinkInputs:
+    """What the network builder derives for the run's clients before their links are built: per-client
+    rates (Mbit/s, after profile, capacity file and spread), the RTT and jitter, one generator per
+    client (None where a link draws nothing), the up/down ratio of the profile, and ``trace(name)``,
+    which reads a trace file once per run."""
+
+    up_mbps: np.ndarray
+    down_mbps: np.ndarray
+    rtt_ms: float
+    jitter_ms: float
+    rngs: list[np.random.Generator | None]
+    up_scale: float
+    trace: Callable[[str], Any]
+
+
 class Link(ABC):
-    """A client's access link. Throughputs in bit/s, times in simulated seconds."""
+    """A client's access link. Throughputs in bit/s, times in simulated seconds. A link kind is a
+    subclass with ``for_clients``, listed in ``fedgc.network.links.LINKS`` under its section's name."""
+
+    @classmethod
+    @abstractmethod
+    def for_clients(cls, section: Any, inputs: LinkInputs) -> list[Link]:
+        """One link per client from the scenario's ``network.link`` section (in client order)."""
 
     def __init__(self, rtt_ms: float = 0.0, jitter_ms: float = 0.0, rng: np.random.Generator | None = None) -> None:
         if rtt_ms < 0 or jitter_ms < 0:

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedgc.network.links.base import Direction, Link
+from fedgc.network.links.base import Direction, Link, LinkInputs
 
 
 class ConstantLink(Link):
+    @classmethod
+    def for_clients(cls, section, inputs: LinkInputs) -> list[Link]:
+        return [cls(float(up), float(down), inputs.rtt_ms, inputs.jitter_ms, rng)
+                for up, down, rng in zip(inputs.up_mbps, inputs.down_mbps, inputs.rngs)]
+
     def __init__(self, up_mbps: float, down_mbps: float, rtt_ms: float = 0.0, jitter_ms: float = 0.0,
                  rng: np.random.Generator | None = None) -> None:
         super().__init__(rtt_ms, jitter_ms, rng)

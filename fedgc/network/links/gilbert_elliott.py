@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedgc.network.links.base import Direction, Link
+from fedgc.network.links.base import Direction, Link, LinkInputs
 from fedgc.network.piecewise import GrowingRate
 
 GOOD, BAD = 0, 1
@@ -36,6 +36,13 @@ class _DirectionSegments:
 
 
 class GilbertElliottLink(Link):
+    @classmethod
+    def for_clients(cls, section, inputs: LinkInputs) -> list[Link]:
+        return [cls(float(up), float(down), inputs.rtt_ms, inputs.jitter_ms, rng, mean_good_s=section.mean_good_s,
+                    mean_bad_s=section.mean_bad_s, bad_factor=section.bad_factor, good_loss=section.good_loss,
+                    bad_loss=section.bad_loss)
+                for up, down, rng in zip(inputs.up_mbps, inputs.down_mbps, inputs.rngs)]
+
     def __init__(self, up_mbps: float, down_mbps: float, rtt_ms: float = 0.0, jitter_ms: float = 0.0,
                  rng: np.random.Generator | None = None, *, mean_good_s: float = 10.0, mean_bad_s: float = 2.0,
                  bad_factor: float = 0.1, good_loss: float = 0.0, bad_loss: float = 0.05) -> None:

@@ -9,11 +9,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedgc.network.links.base import Direction, Link
+from fedgc.network.links.base import Direction, Link, LinkInputs
 from fedgc.network.piecewise import PeriodicRate
 
 
 class TraceLink(Link):
+    @classmethod
+    def for_clients(cls, section, inputs: LinkInputs) -> list[Link]:
+        """Client i replays trace pair i mod len(down), from a random point of it with ``random_start``."""
+        links: list[Link] = []
+        for i, rng in enumerate(inputs.rngs):
+            k = i % len(section.down)
+            down_curve = inputs.trace(section.down[k])
+            up_curve = inputs.trace(section.up[k]) if section.up else None
+            draw = rng if rng is not None else np.random.default_rng(0)
+            offset = float(draw.uniform(0, down_curve.period)) if section.random_start else 0.0
+            links.append(cls(down_curve, up_curve, inputs.up_scale, inputs.rtt_ms, inputs.jitter_ms, rng, offset))
+        return links
+
     def __init__(self, down: PeriodicRate, up: PeriodicRate | None = None, up_scale: float = 1.0,
                  rtt_ms: float = 0.0, jitter_ms: float = 0.0, rng: np.random.Generator | None = None,
                  offset_s: float = 0.0) -> None:
