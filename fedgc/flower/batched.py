@@ -13,10 +13,8 @@ from __future__ import annotations
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message
 
+from fedgc.flower.keys import BATCHED_DELTA, BATCHED_TRAIN
 from fedgc.training import LocalTrainResult
-
-BATCHED_DELTA = "fedgc.batched-delta"
-BATCHED_TRAIN = "fedgc.batched-train"
 
 
 def attach_batched_update(msg: Message, delta: dict[str, torch.Tensor], result: LocalTrainResult,

@@ -44,20 +44,13 @@ from fedgc.flower.client_config import ClientSettings, read_client_config
 from fedgc.flower.client_state import pack_state, unpack_state
 from fedgc.flower.client_store import client_store_mod
 from fedgc.flower.downlink_mod import downlink_mod
-from fedgc.flower.keys import ReplyMetrics
+from fedgc.flower.keys import DATA_DIR, DETERMINISTIC, DEVICE, MEMORY_KEY, PENDING_KEY, PLUGINS, ReplyMetrics
 from fedgc.flower.partition_grid import PARTITION_QUERY, RESTORE_QUERY, STATE_QUERY
 from fedgc.flower.setup import SCENARIO_PATH, SCENARIO_YAML, scenario_from_run_config
 from fedgc.flower.update_record import encode_update
 from fedgc.import_paths import node_policy
 from fedgc.models import build_model, tensor_specs
 from fedgc.training import LocalTrainResult, steps_for_epochs, train_local
-
-DATA_DIR = "data-dir"  # node config: the folder holding the device's own train.npz
-DEVICE = "device"  # node config: auto | cpu | cuda | cuda:N
-PLUGINS = "plugins"  # node config: modules a message's import paths may name (comma-separated); default none
-DETERMINISTIC = "deterministic"  # node config: true → deterministic algorithms on CUDA
-MEMORY_KEY = "fedgc.memory"
-PENDING_KEY = "fedgc.pending"
 
 # The downlink mod rebuilds the model from a compressed difference (scenario `downlink`) before
 # train() sees the message; without downlink compression it passes messages through.

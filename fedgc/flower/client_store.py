@@ -48,6 +48,7 @@ from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
 from flwr.proto.recorddict_pb2 import RecordDict as ProtoRecordDict
 
 from fedgc.flower.client_state import records_state, state_records
+from fedgc.flower.keys import CLIENT_STORE_DIR
 
 STORE_FILE = "client-state.sqlite"
 STORE_FORMAT = 1
@@ -421,12 +422,6 @@ def message_generation(message) -> int | None:
     except (KeyError, TypeError, AttributeError):
         return None
     return value if type(value) is int and 0 <= value < 2**31 else None
-
-
-# Flower's simulation runtime: the engine names the folder of the run's disk store in the run config
-# (``fedgc.flower.flower_engine``); the ClientApp's ``client_store_mod`` then loads each node's state
-# from it for the node's message and writes it back after, so Flower's contexts hold nothing between turns.
-CLIENT_STORE_DIR = "client-store-dir"
 
 
 def client_store_mod(msg, context, call_next):

@@ -21,10 +21,9 @@ from fedgc.flower import keys
 from fedgc.flower.batched import BATCHED_DELTA, BATCHED_TRAIN
 from fedgc.flower.client_state import pack_state, unpack_state
 from fedgc.flower.downlink_stage import BASE_DIGEST, DELTA_KEY, NEW_DIGEST, RESET
+from fedgc.flower.keys import REPLICA_KEY
 from fedgc.flower.setup import scenario_from_run_config
 from fedgc.flower.update_record import decode_update
-
-REPLICA_KEY = "fedgc.replica"
 
 
 class DownlinkOutOfSync(RuntimeError):

@@ -21,13 +21,9 @@ from flwr.app import ConfigRecord, Message, RecordDict
 from fedgc.compress.downlink import DownlinkConfig, Weights, as_replica, make_download, model_digest
 from fedgc.core.parts import client_seed
 from fedgc.flower import keys
+from fedgc.flower.keys import BASE_DIGEST, DELTA_KEY, NEW_DIGEST, RESET
 from fedgc.flower.transport import Transport
 from fedgc.flower.update_record import encode_update
-
-DELTA_KEY = "model-delta"  # the compressed difference, in place of the "arrays" record
-BASE_DIGEST = "downlink-base"  # digest of the replica the difference applies to
-NEW_DIGEST = "downlink-digest"  # digest of the replica once the difference is applied
-RESET = "downlink-reset"  # True: "arrays" is the whole model; adopt it as the replica
 
 
 @dataclass

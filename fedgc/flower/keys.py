@@ -56,6 +56,45 @@ TRAIN_LOSS = "train-loss"
 ELEMENTS_SENT = "elements-sent"
 ELEMENTS_TOTAL = "elements-total"
 
+# In-process records of the inline engine's batched training.
+BATCHED_DELTA = "fedgc.batched-delta"
+BATCHED_TRAIN = "fedgc.batched-train"
+
+# A node's config (``flower-supernode --node-config``) and its Context.state.
+DATA_DIR = "data-dir"  # node config: the folder holding the device's own train.npz
+DEVICE = "device"  # node config: auto | cpu | cuda | cuda:N
+PLUGINS = "plugins"  # node config: modules a message's import paths may name (comma-separated); default none
+DETERMINISTIC = "deterministic"  # node config: true → deterministic algorithms on CUDA
+MEMORY_KEY = "fedgc.memory"
+PENDING_KEY = "fedgc.pending"
+REPLICA_KEY = "fedgc.replica"
+
+# Compressed downloads (docs/downlink.md).
+DELTA_KEY = "model-delta"  # the compressed difference, in place of the "arrays" record
+BASE_DIGEST = "downlink-base"  # digest of the replica the difference applies to
+NEW_DIGEST = "downlink-digest"  # digest of the replica once the difference is applied
+RESET = "downlink-reset"  # True: "arrays" is the whole model; adopt it as the replica
+
+# Queries the server asks nodes outside training.
+PARTITION_QUERY = "query.partition"  # message type the ClientApp answers with its partition
+# Checkpoints on Flower's runtimes, where the clients' states live on the nodes: the server asks each
+# node for its Context.state, and on resume hands it back. Not training traffic: never charged to
+# the simulated network or counted in the byte metrics.
+STATE_QUERY = "query.state"
+RESTORE_QUERY = "query.restore"
+
+# The run config (``flwr run --run-config``; declared in pyproject.toml).
+# Run-config keys; every one has a default in pyproject's [tool.flwr.app.config], since `flwr run`
+# only accepts overrides of declared keys (an empty string means "not set").
+SCENARIO_YAML = "scenario-yaml"  # the resolved scenario, inline (set by fedgc.simulate)
+SCENARIO_PATH = "scenario"  # or a path to a scenario file
+OUT_DIR = "out-dir"  # where the ServerApp writes metrics.jsonl, summary.json, plots, model.pt
+QUIET = "quiet"  # no progress bar
+NODE_WAIT_S = "node-wait-s"  # how long the ServerApp waits for SuperNodes to connect
+# Flower's simulation runtime: the engine names the folder of the run's disk store in the run config
+# (``fedgc.flower.flower_engine``); the ClientApp's ``client_store_mod`` then loads each node's state
+# from it for the node's message and writes it back after, so Flower's contexts hold nothing between turns.
+CLIENT_STORE_DIR = "client-store-dir"
 
 @dataclass(frozen=True)
 class ReplyMetrics:

@@ -26,15 +26,9 @@ from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 
 from fedgc.flower.client_state import records_state, state_records
-from fedgc.flower.keys import NO_REPLICA
+from fedgc.flower.keys import NO_REPLICA, PARTITION_QUERY, RESTORE_QUERY, STATE_QUERY
 from fedgc.flower.transport import Transport
 
-PARTITION_QUERY = "query.partition"  # message type the ClientApp answers with its partition
-# Checkpoints on Flower's runtimes, where the clients' states live on the nodes: the server asks each
-# node for its Context.state, and on resume hands it back. Not training traffic: never charged to
-# the simulated network or counted in the byte metrics.
-STATE_QUERY = "query.state"
-RESTORE_QUERY = "query.restore"
 STATE_TIMEOUT_S = 120.0
 POLL_INTERVAL_S = 0.05
 

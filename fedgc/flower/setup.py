@@ -6,16 +6,9 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from fedgc.flower.keys import NODE_WAIT_S, OUT_DIR, QUIET, SCENARIO_PATH, SCENARIO_YAML  # noqa: F401 — defined in keys.py
 from fedgc.scenario import Scenario, load_scenario, validate
 from fedgc.yaml12 import load as yaml12_load
-
-# Run-config keys; every one has a default in pyproject's [tool.flwr.app.config], since `flwr run`
-# only accepts overrides of declared keys (an empty string means "not set").
-SCENARIO_YAML = "scenario-yaml"  # the resolved scenario, inline (set by fedgc.simulate)
-SCENARIO_PATH = "scenario"  # or a path to a scenario file
-OUT_DIR = "out-dir"  # where the ServerApp writes metrics.jsonl, summary.json, plots, model.pt
-QUIET = "quiet"  # no progress bar
-NODE_WAIT_S = "node-wait-s"  # how long the ServerApp waits for SuperNodes to connect
 
 
 def scenario_from_run_config(run_config: dict) -> Scenario:

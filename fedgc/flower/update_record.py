@@ -11,11 +11,12 @@ import numpy as np
 from flwr.app import Array, ArrayRecord
 
 from fedgc.compress.payloads import Payload
+from fedgc.flower.keys import UPDATE
 from fedgc.wire.codec import CodecError, decode_bytes, encode_bytes
 
 __all__ = ["UPDATE_KEY", "CodecError", "decode_bytes", "decode_update", "encode_bytes", "encode_update"]
 
-UPDATE_KEY = "update"
+UPDATE_KEY = UPDATE  # keys.UPDATE: the reply's encoded update
 
 
 def encode_update(payloads: dict[str, Payload]) -> ArrayRecord:
