@@ -212,7 +212,10 @@ def test_progress_in_a_notebook_is_a_tqdm_bar(monkeypatch, capsys):
 
     from fedgc.core.observe import NotebookProgress, ProgressObserver, default_observers
 
-    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    assert [type(o) for o in default_observers(3, None, quiet=False, title="t", target_accuracy=0.9)] == \
+        [ProgressObserver]  # IPython or ipykernel merely imported (pytest ran the notebooks) is no notebook
+    shell = type("ZMQInteractiveShell", (), {})()
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: shell))
     shown = default_observers(3, None, quiet=False, title="t", target_accuracy=0.9)
     assert [type(o) for o in shown] == [ProgressObserver, NotebookProgress] and not shown[0].enabled
     assert [type(o) for o in default_observers(3, None, quiet=True, title="t", target_accuracy=0.9)] == [ProgressObserver]

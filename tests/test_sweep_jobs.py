@@ -99,7 +99,7 @@ def test_a_killed_parallel_sweep_leaves_no_worker_running_and_resumes_to_the_ser
 
 @pytest.mark.slow
 def test_an_interrupted_point_stops_the_sweep_and_resumes_from_its_checkpoint(tmp_path, monkeypatch, capsys):
-    from fedgc import sweep
+    from fedgc import sweep_runner as sweep
 
     scenario = tmp_path / "tiny.yaml"
     scenario.write_text(yaml.safe_dump({**TINY, "rounds": 3, "checkpoint_every": 1}))

@@ -95,10 +95,14 @@ class NotebookProgress(RoundObserver):
 
 
 def in_notebook() -> bool:
-    """A Jupyter kernel runs this process and stderr is not a terminal."""
+    """A Jupyter kernel's shell is running this code (IPython's ``get_ipython()`` is a
+    ``ZMQInteractiveShell``) and stderr is not a terminal. A process that merely imported IPython or
+    ipykernel (a test runner that ran notebooks) is not a notebook."""
     import sys
 
-    return "ipykernel" in sys.modules and not sys.stderr.isatty()
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    return type(shell).__name__ == "ZMQInteractiveShell" and not sys.stderr.isatty()
 
 
 class PlotsObserver(RoundObserver):
