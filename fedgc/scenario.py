@@ -46,6 +46,7 @@ from fedgc.scenario_sections import (  # noqa: F401 — the sections, and their 
     ClientStateConfig,
     EvalConfig,
     ModelConfig,
+    RayConfig,
     StrategyConfig,
     _Section,
 )
@@ -73,6 +74,7 @@ class Scenario(_Section):
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     client_state: ClientStateConfig = Field(default_factory=ClientStateConfig)
+    ray: RayConfig = Field(default_factory=RayConfig)
     checkpoint_every: int = Field(10, ge=0, le=1_000_000,
                                   description="write a resumable checkpoint every N rounds (0: never)")
 
@@ -106,6 +108,9 @@ class Scenario(_Section):
     def _gpu_share_needs_flower(self) -> Scenario:
         if self.client.gpu_share is not None and self.engine != "flower":
             raise ValueError("client.gpu_share: only applies to engine: flower (Flower's simulation runtime); "
+                             "the inline engine trains in this process")
+        if self.engine != "flower" and (self.ray.address is not None or self.ray.client_cpus is not None):
+            raise ValueError("ray: only applies to engine: flower (Flower's simulation runtime); "
                              "the inline engine trains in this process")
         return self
 

@@ -141,3 +141,17 @@ class ClientStateConfig(_Section):
                             "for every client would pass auto_disk_gb (docs/performance.md, How big)")
     auto_disk_gb: float = Field(2.0, gt=0.0, le=1e6, description="store: auto — the population's fp32 state "
                                 "(8 B per parameter per client) above which the store is on disk")
+
+
+class RayConfig(_Section):
+    """engine: flower — the Ray that Flower's simulation runtime trains the clients on."""
+
+    address: str | None = Field(
+        None, max_length=256, pattern=r"^(auto|[A-Za-z0-9.\-]+:[0-9]{1,5})$",
+        description="an existing Ray cluster's address (HOST:PORT as `ray start --head` prints it, or auto); run "
+                    "fedgc on one of the cluster's nodes. null: Flower starts its own Ray on this machine "
+                    "(RAY_ADDRESS in the environment is then ignored)")
+    client_cpus: int | None = Field(
+        None, ge=1, le=1024, description="CPUs each client process reserves (Ray's num_cpus, a whole number in "
+                                         "Flower's federation config; Flower's default is 2): a node with C CPUs "
+                                         "trains C // client_cpus clients at once")

@@ -96,10 +96,18 @@ def with_absolute_paths(scenario: Scenario) -> Scenario:
     return scenario.model_copy(update={"data": data})
 
 
+BOX = "│╭╮╰╯─ "  # `flwr run` prints its errors in a box: ╭─ Error ─╮ / │ the message │ / ╰──╯
+
+
 def _last_error(log: Path) -> str:
-    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
-    errors = [line for line in lines if "ERROR" in line or "Error" in line]
-    return (errors or lines or ["no output"])[-1].strip()
+    lines = [line.strip(BOX) for line in (log.read_text(errors="replace").splitlines() if log.exists() else [])]
+    lines = [line for line in lines if line]
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i] == "Error" and i + 1 < len(lines):
+            return lines[i + 1]  # the box's message
+        if "ERROR" in lines[i] or "Error" in lines[i]:
+            return lines[i]
+    return (lines or ["no output"])[-1]
 
 
 DEFAULT_GPU_SHARE = 0.25  # four client processes per GPU, as Flower's examples reserve it
@@ -110,9 +118,20 @@ def federation_config(scenario: Scenario, device: torch.device) -> list[str]:
     device is a GPU, each client process's GPU share. Without one, Ray gives a client process no GPU
     (it hides the GPUs from it), and the ClientApp's ``device: auto`` would quietly train on the CPU."""
     items = [f"num-supernodes={scenario.data.num_clients}"]
+    if scenario.ray.client_cpus is not None:
+        items.append(f"client-resources-num-cpus={scenario.ray.client_cpus}")
     if device.type == "cuda":
         items.append(f"client-resources-num-gpus={scenario.client.gpu_share or DEFAULT_GPU_SHARE}")
     return items
+
+
+def set_ray_address(env: dict[str, str], scenario: Scenario) -> None:
+    """Where Flower's simulation process finds Ray: its ``ray.init()`` joins the cluster named by
+    ``RAY_ADDRESS`` (Ray's own convention), else starts a Ray of its own on this machine. The scenario
+    decides: ``ray.address``, or when that is null, no ``RAY_ADDRESS`` inherited from this process."""
+    env.pop("RAY_ADDRESS", None)
+    if scenario.ray.address is not None:
+        env["RAY_ADDRESS"] = scenario.ray.address
 
 
 def runtime_processes(token: str, family: Family | None) -> list[int]:
@@ -176,11 +195,13 @@ def run_on_simulation_runtime(scenario: Scenario, out_dir: Path | None, *, quiet
         home = work / "flwr-home"
         env = flower_env(home)
         env.update(import_paths_env(env))  # a scenario's import paths resolve in the runtime's processes too
+        set_ray_address(env, scenario)
         port = free_port()
         write_connection(home, CONNECTION, f"127.0.0.1:{port}")
         if not quiet:
+            ray = f"the Ray cluster at {scenario.ray.address}" if scenario.ray.address else "a Ray of its own"
             print(f"engine flower: local SuperLink on 127.0.0.1:{port}, {scenario.data.num_clients} simulated "
-                  f"SuperNodes; Flower's logs in {logs}", file=sys.stderr)
+                  f"SuperNodes on {ray}; Flower's logs in {logs}", file=sys.stderr)
         link = None
         # The guard ends the runtime if this process dies without doing so (SIGKILL, the OOM killer);
         # the record lets a later --resume or --overwrite of the folder stop what is left of it.
