@@ -4,7 +4,7 @@ device ``resolve_device`` picks (``auto | cpu | cuda | cuda:N``). No Flower impo
 
 from fedgc.execution.device import DeviceError, free_memory_bytes, resolve_device, synchronize
 from fedgc.execution.jobs import TrainJob, TrainResult
-from fedgc.execution.sequential import run_sequential
+from fedgc.execution.sequential import run_sequential, train_one
 from fedgc.execution.vectorized import batch_schedule, chunk_size_for_memory, run_vectorized, unsupported_reason
 
 __all__ = [
@@ -18,5 +18,6 @@ __all__ = [
            "run_sequential",
            "run_vectorized",
            "synchronize",
+           "train_one",
            "unsupported_reason",
 ]

@@ -1,7 +1,7 @@
 """The reference executor: each client's local SGD one after another, today's semantics exactly.
 
-Every client runs ``fedgc.training.train_local`` (bit-identical to the Flower client's
-``local_update``), on the device the worker model was moved to.
+Every client runs ``train_one`` (``fedgc.training.train_local`` and its Δ), the function the Flower
+client's ``local_update`` runs too, on the device the worker model was moved to.
 """
 
 from __future__ import annotations
@@ -23,13 +23,18 @@ def run_sequential(model: nn.Module, start: Mapping[str, torch.Tensor], jobs: Se
     device = resolve_device(device)
     worker = copy.deepcopy(model).to(device)
     shared = {name: t.detach().to(device) for name, t in start.items()}
-    results = []
-    for job in jobs:
-        start_on = shared if job.start is None else {name: t.detach().to(device) for name, t in job.start.items()}
-        worker.load_state_dict(start_on)
-        summary = train_local(worker, job.data, steps=job.steps, batch_size=job.batch_size, lr=job.lr,
-                        generator=job.generator, momentum=job.momentum, weight_decay=job.weight_decay,
-                        grad_clip_norm=job.grad_clip_norm)
-        delta = {name: (start_on[name] - t.detach()).to(out_device) for name, t in worker.state_dict().items()}
-        results.append(TrainResult(delta=delta, train=summary, num_examples=len(job.data)))
-    return results
+    return [train_one(worker, shared if job.start is None else job.start, job, out_device=out_device) for job in jobs]
+
+
+def train_one(worker: nn.Module, start: Mapping[str, torch.Tensor], job: TrainJob, *,
+              out_device: str | torch.device = "cpu") -> TrainResult:
+    """One client's local SGD on ``worker`` (on its device) from ``start``; Δ = start − w_local on
+    ``out_device``. The one sequential training path: ``run_sequential`` and the ClientApp both use it."""
+    device = next(worker.parameters()).device
+    start_on = {name: t.detach().to(device) for name, t in start.items()}
+    worker.load_state_dict(start_on)
+    summary = train_local(worker, job.data, steps=job.steps, batch_size=job.batch_size, lr=job.lr,
+                          generator=job.generator, momentum=job.momentum, weight_decay=job.weight_decay,
+                          grad_clip_norm=job.grad_clip_norm)
+    delta = {name: (start_on[name] - t.detach()).to(out_device) for name, t in worker.state_dict().items()}
+    return TrainResult(delta=delta, train=summary, num_examples=len(job.data))

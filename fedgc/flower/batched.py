@@ -1,20 +1,36 @@
 """Local updates trained together: the inline engine's batched client execution (``client.execution``).
 
-With ``vectorized`` execution the inline grid trains every client of a round at once
-(``fedgc.execution.run_vectorized``) before it hands each its message, and puts each client's
-result on its delivered message under two in-process records — never serialized, never on the wire,
-and gone before the ClientApp builds its reply. ``client_app.local_update`` takes the result from
-there instead of training again; everything after (memory, compression, encoding, the reply) is the
+With ``vectorized`` execution the inline grid hands a round's delivered train messages to a
+``RoundTrainer`` (``fedgc.flower.round_training``) before it runs the ClientApp on any of them; it
+trains every client of the round at once (``fedgc.execution.run_vectorized``) and puts each client's
+result on its message under two in-process records — never serialized, never on the wire, and gone
+before the ClientApp builds its reply. ``client_app.local_update`` takes the result from there
+instead of training again; everything after (memory, compression, encoding, the reply) is the
 ClientApp's own, per client, unchanged.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Message
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message
 
 from fedgc.flower.keys import BATCHED_DELTA, BATCHED_TRAIN
 from fedgc.training import LocalTrainResult
+
+
+class RoundTrainer(ABC):
+    """Trains a round's clients together before the inline grid delivers their messages."""
+
+    @abstractmethod
+    def __call__(self, delivered: list[Message], in_client: Callable[[Message, Callable[[Context], Any]], Any]) -> None:
+        """Leave each trained client's result on its message (``attach_batched_update``); a client it
+        cannot train is left alone (its ClientApp trains it, or fails the same way and is counted).
+        ``in_client(message, call)`` runs ``call(context)`` with that message's node context, holding
+        its client's state."""
 
 
 def attach_batched_update(msg: Message, delta: dict[str, torch.Tensor], result: LocalTrainResult,

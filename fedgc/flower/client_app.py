@@ -30,6 +30,7 @@ from fedgc.data import ArrayDataset
 from fedgc.data.device_files import TRAIN_FILE, check_fits, load_device_data
 from fedgc.execution.device import deterministic_algorithms, resolve_device, to_device
 from fedgc.execution.jobs import TrainJob
+from fedgc.execution.sequential import train_one
 from fedgc.flower import keys
 from fedgc.flower.batched import take_batched_update
 from fedgc.flower.client_checks import (
@@ -50,7 +51,7 @@ from fedgc.flower.setup import SCENARIO_PATH, SCENARIO_YAML, scenario_from_run_c
 from fedgc.flower.update_record import encode_update
 from fedgc.import_paths import node_policy
 from fedgc.models import build_model, tensor_specs
-from fedgc.training import LocalTrainResult, steps_for_epochs, train_local
+from fedgc.training import LocalTrainResult, steps_for_epochs
 
 # The downlink mod rebuilds the model from a compressed difference (scenario `downlink`) before
 # train() sees the message; without downlink compression it passes messages through.
@@ -171,12 +172,10 @@ def local_update(msg: Message, context: Context, local: ArrayDataset | None = No
         return batched
     model, job = train_job(msg, context, local)
     start = {name: t.detach().clone() for name, t in model.state_dict().items()}
-    result = train_local(model, job.data, steps=job.steps, batch_size=job.batch_size, lr=job.lr,
-                         generator=job.generator, momentum=job.momentum, weight_decay=job.weight_decay)
-    # On the training device: compression and its memory run there too (the payloads are written
+    # Δ on the training device: compression and its memory run there too (the payloads are written
     # from the host, fedgc.wire.codec).
-    delta = {name: start[name] - t.detach() for name, t in model.state_dict().items()}
-    return delta, result, job.generator
+    result = train_one(model, start, job, out_device=client_device(context))
+    return result.delta, result.train, job.generator
 
 
 @app.train()

@@ -10,21 +10,19 @@ The grid pins PyTorch's intra-op threads (process-wide) to ``FEDGC_THREADS`` (``
 
 from __future__ import annotations
 
-import sys
 import traceback
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
-import torch
-from flwr.app import ArrayRecord, Context, Error, Message, MessageType, RecordDict
+from flwr.app import Context, Error, Message, MessageType, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.supercore.run import Run
 
 from fedgc.core.threads import pin_threads
 from fedgc.execution.device import resolve_device
-from fedgc.flower import keys
-from fedgc.flower.batched import attach_batched_update
+from fedgc.flower.batched import RoundTrainer
 from fedgc.flower.client_store import (
     STORE_FILE,
     DamagedState,
@@ -36,15 +34,13 @@ from fedgc.flower.client_store import (
     release_store,
     store_kind,
 )
-from fedgc.flower.downlink_stage import DELTA_KEY
 from fedgc.flower.message_size import roundtrip
 from fedgc.flower.transport import Transport
 
 CLIENT_APP_EXCEPTION = 101  # Error.code for a ClientApp that raised (same meaning as Flower's)
 
 
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr)
+T = TypeVar("T")
 
 
 class InlineGrid(Transport):
@@ -68,10 +64,10 @@ class InlineGrid(Transport):
         # their contexts; ``use_disk_store`` moves them to a file, loaded for a message and written after.
         self.store = MemoryStore(self.contexts)
         self._store_dir: TemporaryStoreDir | None = None
-        # client.execution: vectorized trains a round's clients together, on ``device``.
-        self.vectorized = False
-        self.device = torch.device("cpu")
-        self.notice = _stderr
+        # A round's train messages, handed over before any is delivered: ``client.execution:
+        # vectorized`` trains them together and leaves each result on its message for the ClientApp
+        # (fedgc.flower.round_training). The grid itself trains nothing.
+        self.train_together: RoundTrainer | None = None
         self._replies: dict[str, Message] = {}
         # Wire bytes of the last message pushed to / replied by each message id.
         self.sent_bytes: dict[str, int] = {}
@@ -91,9 +87,11 @@ class InlineGrid(Transport):
         if client_app is None:
             from fedgc.flower.client_app import app as client_app
         grid = cls(client_app, scenario.data.num_clients, {SCENARIO_YAML: dump_scenario(scenario)})
-        grid.device = resolve_device(scenario.device)
-        grid.vectorized = scenario.client.execution == "vectorized" or (
-            scenario.client.execution == "auto" and grid.device.type == "cuda")
+        device = resolve_device(scenario.device)
+        if scenario.client.execution == "vectorized" or (scenario.client.execution == "auto" and device.type == "cuda"):
+            from fedgc.flower.round_training import RoundTraining
+
+            grid.train_together = RoundTraining(device)
         TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, grid.run.run_id, SUPERLINK_NODE_ID
         if store_kind(scenario) == "disk":
             grid.use_disk_store(out_dir)
@@ -157,8 +155,9 @@ class InlineGrid(Transport):
             delivered, size = roundtrip(message)
             self.sent_bytes[message_id] = size
             deliveries.append((self.next_message_id, message_id, delivered))
-        if self.vectorized:
-            self._train_together([d for _, _, d in deliveries if d.metadata.message_type == MessageType.TRAIN])
+        if self.train_together is not None:
+            self.train_together([d for _, _, d in deliveries if d.metadata.message_type == MessageType.TRAIN],
+                                self.in_client)
         for number, message_id, delivered in deliveries:
             reply = self._execute(delivered)
             reply.metadata.__dict__["_message_id"] = f"r{number:08d}"
@@ -167,38 +166,10 @@ class InlineGrid(Transport):
             self._replies[message_id] = returned
         return [message_id for _, message_id, _ in deliveries]
 
-    def _train_together(self, delivered: list[Message]) -> None:
-        """``client.execution: vectorized``: train the round's clients at once and put each result on
-        its message (``fedgc.flower.batched``). A compressed download is rebuilt here into the model
-        its client's downlink mod will hand the ClientApp (``rebuilt_replica``: the same function,
-        nothing stored), and that client trains from it."""
-        from fedgc.execution import run_vectorized
-        from fedgc.flower.client_app import train_job
-        from fedgc.flower.downlink_mod import rebuilt_replica
-
-        own_start = any(DELTA_KEY in m.content.array_records for m in delivered)
-        jobs, ready = [], []
-        for message in delivered:
-            context = self.contexts[message.metadata.dst_node_id]
-            try:
-                content = message.content
-                if DELTA_KEY in content.array_records:  # what the mod will deliver
-                    replica = self._with_state(context, lambda m=message, c=context: rebuilt_replica(m, c))
-                    content = RecordDict({keys.ARRAYS: ArrayRecord({k: v.contiguous() for k, v in replica.items()}),
-                                          **{k: v for k, v in content.config_records.items()}})
-                model, job = train_job(content, context)
-            except Exception:  # noqa: BLE001, S112 — its own ClientApp call fails the same way and is counted
-                continue
-            if own_start:  # replicas differ from client to client
-                job.start = {name: t.detach() for name, t in model.state_dict().items()}
-            jobs.append(job)
-            ready.append((message, model))
-        if not jobs:
-            return
-        start = {name: t.detach() for name, t in ready[0][1].state_dict().items()}  # shared unless a job has its own
-        results = run_vectorized(ready[0][1], start, jobs, device=self.device, notice=self.notice)
-        for (message, _), job, result in zip(ready, jobs, results):
-            attach_batched_update(message, result.delta, result.train, job.generator)
+    def in_client(self, message: Message, call: Callable[[Context], T]) -> T:
+        """``call(context)`` with the context of ``message``'s node holding its client's state (read only)."""
+        context = self.contexts[message.metadata.dst_node_id]
+        return self._with_state(context, lambda: call(context))
 
     def _with_state(self, context: Context, call, generation: int | None = None):
         """``call()`` with ``context`` holding its client's state from the store; with ``generation``
