@@ -23,121 +23,162 @@ PENDING, CAPPED, SHARED, DONE = 0, 1, 2, 3
 def fair_share(arrive: list[float], work: list[float], cap: list[float], abort: list[float],
                capacity: float) -> list[float]:
     """Finish time of each flow's last bit (math.inf when it was aborted first)."""
-    n = len(arrive)
-    finish = [math.inf] * n
-    mode = [PENDING] * n
-    version = [0] * n
-    tag = [0.0] * n  # CAPPED: real finish time; SHARED: virtual finish tag
-    capped_fin: list[tuple[float, int, int]] = []
-    capped_max: list[tuple[float, int, int]] = []
-    shared_fin: list[tuple[float, int, int]] = []
-    shared_min: list[tuple[float, int, int]] = []
-    aborts = [(abort[i], i) for i in range(n) if abort[i] < math.inf]
-    heapq.heapify(aborts)
-    order = sorted(range(n), key=arrive.__getitem__)
-    st = {"t": arrive[order[0]] if n else 0.0, "V": 0.0, "sum_capped": 0.0, "n_capped": 0, "n_shared": 0}
+    return _Sharing(arrive, work, cap, abort, capacity).run()
 
-    def top(heap: list[tuple[float, int, int]], wanted: int) -> tuple[float, int, int] | None:
-        while heap and (mode[heap[0][2]] != wanted or version[heap[0][2]] != heap[0][1]):
+
+class _Flows:
+    """The active flows in their two groups: CAPPED (at their own cap; tag = real finish time) and
+    SHARED (at the fair level; tag = virtual finish tag on the clock V). Heap entries carry the flow's
+    version; an entry whose version is stale (the flow moved or left since) is skipped when it surfaces."""
+
+    def __init__(self, n: int, cap: list[float], capacity: float) -> None:
+        self.cap, self.capacity = cap, capacity
+        self.mode = [PENDING] * n
+        self.version = [0] * n
+        self.tag = [0.0] * n
+        self.capped_fin: list[tuple[float, int, int]] = []  # by finish time
+        self.capped_max: list[tuple[float, int, int]] = []  # by -cap: the first to join the shared group
+        self.shared_fin: list[tuple[float, int, int]] = []  # by virtual finish tag
+        self.shared_min: list[tuple[float, int, int]] = []  # by cap: the first to leave for its own cap
+        self.t = 0.0  # real time
+        self.V = 0.0  # virtual clock of the shared group: ∫ level dt
+        self.sum_capped, self.n_capped, self.n_shared = 0.0, 0, 0
+
+    def top(self, heap: list[tuple[float, int, int]], wanted: int) -> tuple[float, int, int] | None:
+        """The heap's first entry still valid for a flow in group ``wanted``."""
+        while heap and (self.mode[heap[0][2]] != wanted or self.version[heap[0][2]] != heap[0][1]):
             heapq.heappop(heap)
         return heap[0] if heap else None
 
-    def level() -> float:
-        return (capacity - st["sum_capped"]) / st["n_shared"] if st["n_shared"] else math.inf
+    def level(self) -> float:
+        """The fair level: what each shared flow gets of the capacity the capped flows leave."""
+        return (self.capacity - self.sum_capped) / self.n_shared if self.n_shared else math.inf
 
-    def remaining(i: int) -> float:
-        if mode[i] == CAPPED:
-            return max(cap[i] * (tag[i] - st["t"]), 0.0)
-        return max(tag[i] - st["V"], 0.0)
+    def remaining(self, i: int) -> float:
+        if self.mode[i] == CAPPED:
+            return max(self.cap[i] * (self.tag[i] - self.t), 0.0)
+        return max(self.tag[i] - self.V, 0.0)
 
-    def leave(i: int) -> None:
-        if mode[i] == CAPPED:
-            st["n_capped"] -= 1
-            st["sum_capped"] = st["sum_capped"] - cap[i] if st["n_capped"] else 0.0
-        elif mode[i] == SHARED:
-            st["n_shared"] -= 1
-        mode[i] = DONE
-        version[i] += 1
+    def leave(self, i: int) -> None:
+        if self.mode[i] == CAPPED:
+            self.n_capped -= 1
+            self.sum_capped = self.sum_capped - self.cap[i] if self.n_capped else 0.0
+        elif self.mode[i] == SHARED:
+            self.n_shared -= 1
+        self.mode[i] = DONE
+        self.version[i] += 1
 
-    def enter(i: int, rem: float, how: int) -> None:
-        version[i] += 1
-        mode[i] = how
+    def enter(self, i: int, rem: float, how: int) -> None:
+        self.version[i] += 1
+        self.mode[i] = how
         if how == CAPPED:
-            tag[i] = st["t"] + rem / cap[i]
-            heapq.heappush(capped_fin, (tag[i], version[i], i))
-            heapq.heappush(capped_max, (-cap[i], version[i], i))
-            st["n_capped"] += 1
-            st["sum_capped"] += cap[i]
+            self.tag[i] = self.t + rem / self.cap[i]
+            heapq.heappush(self.capped_fin, (self.tag[i], self.version[i], i))
+            heapq.heappush(self.capped_max, (-self.cap[i], self.version[i], i))
+            self.n_capped += 1
+            self.sum_capped += self.cap[i]
         else:
-            tag[i] = st["V"] + rem
-            heapq.heappush(shared_fin, (tag[i], version[i], i))
-            heapq.heappush(shared_min, (cap[i], version[i], i))
-            st["n_shared"] += 1
+            self.tag[i] = self.V + rem
+            heapq.heappush(self.shared_fin, (self.tag[i], self.version[i], i))
+            heapq.heappush(self.shared_min, (self.cap[i], self.version[i], i))
+            self.n_shared += 1
 
-    def move(i: int, how: int) -> None:
-        rem = remaining(i)
-        leave(i)
-        enter(i, rem, how)
+    def move(self, i: int, how: int) -> None:
+        rem = self.remaining(i)
+        self.leave(i)
+        self.enter(i, rem, how)
 
-    def rebalance() -> None:
+    def rebalance(self) -> None:
+        """Move flows between the groups until every capped flow's cap is below the fair level and
+        every shared flow's cap above it (or, with no shared flow, the capped ones fit)."""
         while True:
-            if st["n_shared"] == 0:
-                big = top(capped_max, CAPPED)
-                if big is not None and st["sum_capped"] > capacity * (1 + _EPS):
-                    move(big[2], SHARED)
+            if self.n_shared == 0:
+                big = self.top(self.capped_max, CAPPED)
+                if big is not None and self.sum_capped > self.capacity * (1 + _EPS):
+                    self.move(big[2], SHARED)
                     continue
                 return
-            fair = level()
-            big = top(capped_max, CAPPED)
+            fair = self.level()
+            big = self.top(self.capped_max, CAPPED)
             if big is not None and -big[0] > fair * (1 + _EPS):
-                move(big[2], SHARED)
+                self.move(big[2], SHARED)
                 continue
-            small = top(shared_min, SHARED)
-            if small is not None and cap[small[2]] < fair * (1 - _EPS):
-                move(small[2], CAPPED)
+            small = self.top(self.shared_min, SHARED)
+            if small is not None and self.cap[small[2]] < fair * (1 - _EPS):
+                self.move(small[2], CAPPED)
                 continue
             return
 
-    next_arrival = 0
-    while True:
+    def advance(self, when: float) -> None:
+        """Real time to ``when``; the shared group's virtual clock with it."""
+        if self.n_shared:
+            self.V += self.level() * (when - self.t)
+        self.t = max(self.t, when)
+
+
+ARRIVAL, FINISH, ABORT = 0, 1, 2  # event kinds, in the order they are taken at equal times
+
+
+class _Sharing:
+    """The event loop: arrivals in time order, the next finish of each group, and aborts."""
+
+    def __init__(self, arrive: list[float], work: list[float], cap: list[float], abort: list[float],
+                 capacity: float) -> None:
+        self.arrive, self.work, self.abort = arrive, work, abort
+        n = len(arrive)
+        self.flows = _Flows(n, cap, capacity)
+        self.finish = [math.inf] * n
+        self.aborts = [(abort[i], i) for i in range(n) if abort[i] < math.inf]
+        heapq.heapify(self.aborts)
+        self.order = sorted(range(n), key=arrive.__getitem__)
+        self.flows.t = arrive[self.order[0]] if n else 0.0
+        self.next_arrival = 0
+
+    def next_event(self) -> tuple[float, int, int] | None:
+        """(time, kind, flow) of the earliest event, or None when nothing is left to happen."""
+        flows = self.flows
         candidates = []
-        if next_arrival < n:
-            candidates.append((arrive[order[next_arrival]], 0, order[next_arrival]))
-        c = top(capped_fin, CAPPED)
+        if self.next_arrival < len(self.order):
+            i = self.order[self.next_arrival]
+            candidates.append((self.arrive[i], ARRIVAL, i))
+        c = flows.top(flows.capped_fin, CAPPED)
         if c is not None:
-            candidates.append((c[0], 1, c[2]))
-        s = top(shared_fin, SHARED)
+            candidates.append((c[0], FINISH, c[2]))
+        s = flows.top(flows.shared_fin, SHARED)
         if s is not None:
-            fair = level()
-            candidates.append((st["t"] + max(s[0] - st["V"], 0.0) / fair if fair > 0 else math.inf, 1, s[2]))
-        while aborts and mode[aborts[0][1]] == DONE:
-            heapq.heappop(aborts)
-        if aborts:
-            candidates.append((aborts[0][0], 2, aborts[0][1]))
+            fair = flows.level()
+            candidates.append((flows.t + max(s[0] - flows.V, 0.0) / fair if fair > 0 else math.inf, FINISH, s[2]))
+        while self.aborts and flows.mode[self.aborts[0][1]] == DONE:
+            heapq.heappop(self.aborts)
+        if self.aborts:
+            candidates.append((self.aborts[0][0], ABORT, self.aborts[0][1]))
         if not candidates:
-            return finish
-        when, kind, i = min(candidates)
-        if when == math.inf:
-            return finish
-        if st["n_shared"]:
-            st["V"] += level() * (when - st["t"])
-        st["t"] = max(st["t"], when)
-        if kind == 0:
-            next_arrival += 1
-            if abort[i] <= when:
-                mode[i] = DONE
-                continue
-            if work[i] <= 0:
-                mode[i] = DONE
-                finish[i] = when
-                continue
-            enter(i, work[i], SHARED)
-        elif kind == 1:
-            leave(i)
-            finish[i] = when
-        else:
-            heapq.heappop(aborts)
-            if mode[i] == PENDING:  # aborted before it arrives: the arrival is skipped above
-                continue
-            leave(i)
-        rebalance()
+            return None
+        event = min(candidates)
+        return None if event[0] == math.inf else event
+
+    def run(self) -> list[float]:
+        flows = self.flows
+        while (event := self.next_event()) is not None:
+            when, kind, i = event
+            flows.advance(when)
+            if kind == ARRIVAL:
+                self.next_arrival += 1
+                if self.abort[i] <= when:
+                    flows.mode[i] = DONE
+                    continue
+                if self.work[i] <= 0:
+                    flows.mode[i] = DONE
+                    self.finish[i] = when
+                    continue
+                flows.enter(i, self.work[i], SHARED)
+            elif kind == FINISH:
+                flows.leave(i)
+                self.finish[i] = when
+            else:
+                heapq.heappop(self.aborts)
+                if flows.mode[i] == PENDING:  # aborted before it arrives: the arrival is skipped above
+                    continue
+                flows.leave(i)
+            flows.rebalance()
+        return self.finish
