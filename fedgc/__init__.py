@@ -11,6 +11,7 @@ The public Python API (docs/api.md) — everything else in the package may chang
     print(run.summary.final_accuracy, run.summary.bytes_up)
     sweep = fedgc.sweep(scenario, {"compression.density": [0.01, 0.001]}, seeds=[0, 1])
     print(sweep.table())
+    print(fedgc.baseline(scenario).table())  # beside dense and both directions compressed
 
 The names are imported when first used, so ``import fedgc`` stays light (the command line starts fast).
 """
@@ -34,6 +35,8 @@ _PUBLIC = {
     "report": "fedgc.api.sweeps",
     "plot": "fedgc.api.sweeps",
     "table": "fedgc.api.sweeps",
+    "baseline": "fedgc.api.baseline",
+    "Comparison": "fedgc.api.baseline",
     "RoundRecord": "fedgc.metrics",
     "ClientRecord": "fedgc.metrics",
     "Summary": "fedgc.metrics",

@@ -4,7 +4,8 @@
   the folder exists, atomically), with ``-2``, ``-3``, ... appended on a collision, so two runs started
   in the same second get two folders. An explicit ``--out`` is used if it is missing or empty; a folder
   holding anything is refused, unless ``overwrite``, which clears it first (only a folder that looks
-  like fedgc's: it holds ``scenario.yaml``, ``report.md`` or the lock file; never an arbitrary folder).
+  like fedgc's: it holds ``scenario.yaml``, ``report.md``, ``comparison.md`` or the lock file; never an
+  arbitrary folder).
 - ``RunLock``: an exclusive ``fcntl.flock`` on ``<folder>/.fedgc.lock``, held while a run (or a resume,
   or a sweep) writes the folder. A second process gets ``RunFolderError`` at once. The kernel drops
   the lock when the process ends, however it ends, so a killed run never leaves a stale lock. The
@@ -28,7 +29,7 @@ from pathlib import Path
 
 LOCK_NAME = ".fedgc.lock"
 CHECKPOINT = "checkpoint.pt"  # a run's last checkpoint (fedgc.core.checkpoint writes it)
-FEDGC_MARKERS = ("scenario.yaml", "report.md", "sweep.yaml", LOCK_NAME)
+FEDGC_MARKERS = ("scenario.yaml", "report.md", "sweep.yaml", "comparison.md", LOCK_NAME)  # comparison.md: --baseline
 
 
 class RunFolderError(ValueError):

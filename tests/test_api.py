@@ -51,6 +51,9 @@ PUBLIC = {
              "seeds: 'Sequence[int] | None' = None, out: 'str | Path | None' = None, overwrite: 'bool' = False, "
              "jobs: 'int' = 1, quiet: 'bool' = True) -> 'Sweep'",
     "table": "(runs: 'Sequence[Run]', fmt: 'str' = 'md') -> 'str'",
+    "baseline": "(scenario: 'Scenario | dict | str | Path', out: 'str | Path | None' = None, *, "
+                "overwrite: 'bool' = False, quiet: 'bool' = True) -> 'Comparison'",
+    "Comparison": "(runs: 'list[Run]', out_dir: 'Path | None' = None) -> None",
     "RunFolderError": None,
     # extending fedgc (tests/test_extensions.py)
     "register_model": "(name: 'str', builder: 'Callable[..., Any]', options: 'type[BaseModel] | None' = None, *, "

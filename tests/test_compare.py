@@ -52,6 +52,30 @@ def test_baseline_prints_the_table_and_a_reading_and_keeps_three_run_folders(tmp
     assert (out / "comparison.md").read_text().count("\n") > 6
 
 
+def test_the_same_comparison_is_one_call_in_the_python_api(tmp_path, tiny_scenario, capsys):
+    """fedgc.baseline runs what --baseline runs, into a comparison folder or in memory; a comparison
+    folder is one --overwrite clears."""
+    import fedgc
+
+    scenario = {**tiny_scenario, "rounds": 1}
+    out = tmp_path / "cmp"
+    comparison = fedgc.baseline(scenario, out)
+    assert [r.label for r in comparison.runs] == ["dense", "topk up", "topk up + topk down"]
+    assert [r.out_dir for r in comparison.runs] == [out / "dense", out / "topk-up", out / "topk-up-down"]
+    assert comparison.runs[1].scenario == fedgc.Scenario.from_dict(scenario)
+    assert comparison.table().splitlines()[2].startswith("dense ") and "topk up" in comparison.reading()
+    assert f"```\n{comparison.table()}\n```\n\n{comparison.reading()}\n" in (out / "comparison.md").read_text()
+    with pytest.raises(ValueError, match="already holds files"):
+        fedgc.baseline(scenario, out)
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    assert main([str(path), "--baseline", "--out", str(out), "--overwrite", "--quiet"]) == 0
+    assert capsys.readouterr().out.startswith(comparison.table())  # same seed, same table
+    in_memory = fedgc.baseline(scenario)
+    assert in_memory.out_dir is None and all(r.out_dir is None for r in in_memory.runs)
+    assert in_memory.table() == comparison.table()
+
+
 def test_every_run_ends_with_a_human_summary_and_json_only_when_asked(tmp_path, tiny_scenario, capsys):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(tiny_scenario))
@@ -63,6 +87,22 @@ def test_every_run_ends_with_a_human_summary_and_json_only_when_asked(tmp_path, 
     assert '"stopped_reason": "completed"' in capsys.readouterr().out
     summary = read_summary(tmp_path / "a" / "summary.json")
     assert human_summary(summary, None).count("\n") == 1
+
+
+def test_the_first_signal_asks_to_stop_after_the_round_and_a_second_stops_at_once(capsys):
+    from fedgc.core.stop import stop_requests
+
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (not a background job)
+    try:
+        with stop_requests() as request:
+            os.kill(os.getpid(), signal.SIGINT)
+            assert request.asked and request.signal == signal.SIGINT  # the round in progress goes on
+            assert "stopping after this round (Ctrl-C again to stop at once)" in capsys.readouterr().err
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGTERM)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers are put back
+    finally:
+        signal.signal(signal.SIGINT, inherited)
 
 
 @pytest.mark.slow
@@ -81,7 +121,7 @@ def test_an_interrupted_quickstart_keeps_its_work_and_resumes_to_the_uninterrupt
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(out), "--quiet"],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509 — one call, no lock
     try:
         metrics = out / "metrics.jsonl"
         while proc.poll() is None and not (metrics.exists() and len(metrics.read_text().splitlines()) >= 7):
@@ -97,6 +137,9 @@ def test_an_interrupted_quickstart_keeps_its_work_and_resumes_to_the_uninterrupt
     assert stderr.strip().splitlines()[-1] == (f"interrupted after round {summary.rounds}; resume with: "
                                                f"fedgc run --resume {out}")
     assert (out / "model.pt").is_file() and any((out / "plots").iterdir()) and (out / "checkpoint.pt").is_file()
+    from .test_checkpoint import checkpoint_state
+
+    assert checkpoint_state(out)["round"] == summary.rounds  # the resume starts after the round it stopped after
     assert stdout.startswith("quickstart: ")
     from fedgc.run_reports import read_run
 
