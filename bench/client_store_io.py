@@ -32,7 +32,8 @@ def measure(params: int, repeat: int, folder: Path) -> dict:
     from flwr.app import RecordDict
 
     from fedgc.flower.client_state import pack_state
-    from fedgc.flower.client_store import DiskStore, decode_state, encode_state
+    from fedgc.flower.disk_store import DiskStore
+    from fedgc.flower.state_bytes import decode_state, encode_state
 
     generator = torch.Generator().manual_seed(0)
     state = RecordDict({"fedgc.memory": pack_state({"u": torch.randn(params, generator=generator),

@@ -19,7 +19,8 @@ import yaml
 from flwr.app import ArrayRecord, ConfigRecord, RecordDict
 
 from fedgc.core.checkpoint import CHECKPOINT
-from fedgc.flower.client_store import STORE_FILE, DamagedState, DiskStore, StoreError, store_kind
+from fedgc.flower.client_store import STORE_FILE, store_kind
+from fedgc.flower.disk_store import DamagedState, DiskStore, StoreError
 from fedgc.scenario import validate
 from fedgc.simulate import main
 from tests.conftest import REPO

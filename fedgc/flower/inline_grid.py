@@ -23,17 +23,8 @@ from flwr.supercore.run import Run
 from fedgc.core.threads import pin_threads
 from fedgc.execution.device import resolve_device
 from fedgc.flower.batched import RoundTrainer
-from fedgc.flower.client_store import (
-    STORE_FILE,
-    DamagedState,
-    MemoryStore,
-    StoreError,
-    TemporaryStoreDir,
-    message_generation,
-    open_disk_store,
-    release_store,
-    store_kind,
-)
+from fedgc.flower.client_store import STORE_FILE, MemoryStore, message_generation, store_kind
+from fedgc.flower.disk_store import DamagedState, StoreError, TemporaryStoreDir, open_disk_store, release_store
 from fedgc.flower.message_size import roundtrip
 from fedgc.flower.transport import Transport
 
