@@ -45,7 +45,7 @@ def run_flower(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False,
     local = registered_in_python(scenario.model_dump(mode="json"))
     if local:
         raise EngineUnavailable(f"engine 'flower': {local[0]} was registered from Python in this process only, and "
-                                "Flower's runtime runs its clients in other processes: name it by import path "
+                                "Flower's runtime runs the clients and the server loop in other processes: name it by import path "
                                 "(package.module:attribute) or install it as a plugin (docs/api.md)")
     if importlib.util.find_spec("ray") is None:
         raise EngineUnavailable("engine 'flower' needs Ray, which is not installed: pip install 'fedgc[ray]'")

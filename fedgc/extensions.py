@@ -144,22 +144,29 @@ def register_aggregator(cls: type, name: str | None = None, *, replace: bool = F
     """Make ``strategy.aggregation: <cls.name>`` (or ``name``) use ``cls``: a ``fedgc.Aggregator``
     subclass (server side only: clients never see it). ``replace=True`` registers
     again a name this process registered from Python (a notebook cell run twice)."""
-    _add_aggregator(cls, name, "python", replace)
+    _add_server_part("aggregator", cls, name, "python", replace)
 
 
-def _add_aggregator(cls: type, name: str | None, source: str, replace: bool = False) -> None:
-    from fedgc.aggregators import AGGREGATORS, check_aggregator
-
+def _add_server_part(kind: str, cls: type, name: str | None, source: str, replace: bool = False) -> None:
+    """Register an aggregation rule (``kind`` aggregator) or a server optimizer (server_optimizer)."""
+    if kind == "aggregator":
+        from fedgc.aggregators import AGGREGATORS as registry
+        from fedgc.aggregators import check_aggregator as check
+    else:
+        from fedgc.server_optim import SERVER_OPTIMIZERS as registry
+        from fedgc.server_optim import check_server_optimizer as check
+    label = kind.replace("_", " ")
     try:
-        check_aggregator(cls)
+        check(cls)
     except TypeError as err:
-        raise PluginError(f"aggregator {name or getattr(cls, 'name', cls)!r}: {err}") from None
+        raise PluginError(f"{label} {name or getattr(cls, 'name', cls)!r}: {err}") from None
     key = name or getattr(cls, "name", None)
     if not isinstance(key, str):
-        raise PluginError(f"aggregator {cls.__name__}: set its name (the scenario's strategy.aggregation)")
-    _check_name(key, "aggregator", AGGREGATORS, replace)
-    AGGREGATORS[key] = cls
-    _SOURCES[("aggregator", key)] = source
+        scenario_key = "aggregation" if kind == "aggregator" else kind
+        raise PluginError(f"{label} {cls.__name__}: set its name (the scenario's strategy.{scenario_key})")
+    _check_name(key, kind, registry, replace)
+    registry[key] = cls
+    _SOURCES[(kind, key)] = source
 
 
 # --- server optimizers ----------------------------------------------------------------------------
@@ -168,22 +175,7 @@ def register_server_optimizer(cls: type, name: str | None = None, *, replace: bo
     """Make ``strategy.server_optimizer: <cls.name>`` (or ``name``) use ``cls``: a
     ``fedgc.ServerOptimizer`` subclass (server side only). ``replace=True`` registers
     again a name this process registered from Python (a notebook cell run twice)."""
-    _add_server_optimizer(cls, name, "python", replace)
-
-
-def _add_server_optimizer(cls: type, name: str | None, source: str, replace: bool = False) -> None:
-    from fedgc.server_optim import SERVER_OPTIMIZERS, check_server_optimizer
-
-    try:
-        check_server_optimizer(cls)
-    except TypeError as err:
-        raise PluginError(f"server optimizer {name or getattr(cls, 'name', cls)!r}: {err}") from None
-    key = name or getattr(cls, "name", None)
-    if not isinstance(key, str):
-        raise PluginError(f"server optimizer {cls.__name__}: set its name (the scenario's strategy.server_optimizer)")
-    _check_name(key, "server_optimizer", SERVER_OPTIMIZERS, replace)
-    SERVER_OPTIMIZERS[key] = cls
-    _SOURCES[("server_optimizer", key)] = source
+    _add_server_part("server_optimizer", cls, name, "python", replace)
 
 
 def _check_name(name: str, kind: str, known: Any, replace: bool = False) -> None:
@@ -210,10 +202,8 @@ def resolve(kind: str, path: str) -> None:
     value = import_object(path, kind)
     if kind == "compressor":
         _add_compressor(value, path, "import path")
-    elif kind == "aggregator":
-        _add_aggregator(value, path, "import path")
-    elif kind == "server_optimizer":
-        _add_server_optimizer(value, path, "import path")
+    elif kind in ("aggregator", "server_optimizer"):
+        _add_server_part(kind, value, path, "import path")
     elif kind == "model":
         _add_model(path, value, None, "import path")
     else:
@@ -238,7 +228,9 @@ def registered_in_python(tree: dict[str, Any]) -> list[str]:
     """The names a scenario uses that were registered from Python in this process only: other processes
     (Flower's runtime, SuperNodes) cannot know them."""
     used = [("model", tree.get("model", {}).get("name")), ("dataset", tree.get("data", {}).get("dataset")),
-            ("compressor", tree.get("compression", {}).get("name")), ("compressor", tree.get("downlink", {}).get("name"))]
+            ("compressor", tree.get("compression", {}).get("name")), ("compressor", tree.get("downlink", {}).get("name")),
+            ("aggregator", tree.get("strategy", {}).get("aggregation")),
+            ("server_optimizer", tree.get("strategy", {}).get("server_optimizer"))]
     return [f"{kind} {name}" for kind, name in used if _SOURCES.get((kind, name)) == "python"]
 
 

@@ -152,6 +152,35 @@ def test_a_model_a_dataset_and_a_compressor_from_python(tmp_path):
         run_flower(fedgc.Scenario.from_dict({**tree, "engine": "flower"}), None)
 
 
+@pytest.mark.parametrize("kind", ["aggregator", "server_optimizer"])
+def test_a_server_part_registered_from_python_is_refused_by_the_flower_engine_in_one_line(kind, isolated_registries):
+    """The flower engine's server loop runs in Flower's simulation process, which cannot know it either."""
+    from fedgc.engines import run_flower
+
+    class Mean(fedgc.Aggregator):
+        name = "python_mean"
+        weighted = False
+
+        def aggregate(self, updates, shapes, device):
+            return {n: torch.stack([u.dense(n, device) for u in updates]).mean(0) for n in shapes}
+
+    class Plain(fedgc.ServerOptimizer):
+        name = "python_plain"
+
+        def direction(self, name, delta):
+            return self.lr * delta
+
+    if kind == "aggregator":
+        fedgc.register_aggregator(Mean)
+        strategy = {"fraction": 1.0, "aggregation": "python_mean"}
+    else:
+        fedgc.register_server_optimizer(Plain)
+        strategy = {"fraction": 1.0, "server_optimizer": "python_plain"}
+    tree = {**BASE, "engine": "flower", "strategy": strategy}
+    with pytest.raises(ValueError, match=rf"engine .flower.: {kind} python_.* registered from Python"):
+        run_flower(fedgc.Scenario.from_dict(tree), None)
+
+
 @pytest.mark.parametrize("change, message", [
     ({"model": {"name": "{m}:Missing"}}, "model '{m}:Missing': {m} has no attribute Missing"),
     ({"model": {"name": "no_such_pkg_xyz:Net"}}, "model 'no_such_pkg_xyz:Net': cannot import no_such_pkg_xyz"),
