@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
                           resume=args.resume, check=args.check, overwrite=args.overwrite,
                           jobs=args.jobs or default_jobs())
     if args.resume and args.scenario is None and not (args.out or args.overrides or args.overwrite or args.check):
-        from fedgc.sweep_runner import is_sweep_folder, resume_sweep
+        from fedgc.sweep_plan import is_sweep_folder
+        from fedgc.sweep_runner import resume_sweep
 
         if is_sweep_folder(Path(args.resume)):
             return resume_sweep(Path(args.resume), args.quiet, jobs=args.jobs or default_jobs())

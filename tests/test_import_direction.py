@@ -11,7 +11,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "fedgc"
 FLOWER_FREE = ["scenario_errors.py", "sweep_jobs.py", "compress", "network", "data", "models", "wire", "core", "training.py", "server_optim.py",
-               "metrics.py", "scenario.py", "plots", "progress.py", "run_reports.py", "sweep_runner.py", "simulate.py",
+               "metrics.py", "scenario.py", "plots", "progress.py", "run_reports.py", "sweep_runner.py", "sweep_plan.py", "simulate.py",
                "api", "extensions.py", "import_paths.py", "options.py", "aggregators.py", "__init__.py", "scenario_sections.py",
                "check.py", "run_folder.py", "yaml12.py", "execution", "fetch", "paths.py", "process_tree.py",
                "process_guard.py", "runtime_record.py", "bounded.py", "readiness.py"]

@@ -11,7 +11,7 @@ import yaml
 
 from fedgc.run_reports import read_runs
 from fedgc.simulate import main
-from fedgc.sweep_runner import SweepAxis, SweepError, sweep_points
+from fedgc.sweep_plan import SweepAxis, SweepError, sweep_points
 
 TINY = {"name": "tiny-sweep", "seed": 11, "rounds": 1,
         "data": {"dataset": "digits", "num_clients": 3, "partition": "iid"},

@@ -112,7 +112,8 @@ def sweep(scenario: Scenario | dict | str | Path, grid: Mapping[str, Sequence[An
     ``out``: the sweep folder (``OUT/KEY=VALUE,.../`` per point and ``report.md``, as ``fedgc run
     --sweep`` writes; new or empty, or cleared with ``overwrite``); None keeps nothing on disk."""
     from fedgc.run_folder import claim_folder
-    from fedgc.sweep_runner import SweepAxis, SweepError, run_sweep
+    from fedgc.sweep_plan import SweepAxis, SweepError
+    from fedgc.sweep_runner import run_sweep
 
     base = as_scenario(scenario)
     axes = [SweepAxis.of(key, list(values)) for key, values in (grid or {}).items()]
