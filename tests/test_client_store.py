@@ -211,3 +211,33 @@ def test_a_disk_store_adopts_the_states_a_checkpoint_holds_itself(tmp_path):
     assert store.clients() == [1, 2]
     assert torch.equal(_u(store, 2), torch.full((3, 4), 2.0))
     assert dict(store.load(1).config_records["c"]) == {"k": 1}
+
+
+def test_a_temporary_store_left_by_a_killed_process_is_removed_by_the_next_one(tmp_path, monkeypatch):
+    """A run without a run folder keeps its disk store in a temporary folder; SIGKILL leaves it behind
+    (nothing in the process can run), so the next temporary store removes the folders of dead processes."""
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+
+    from fedgc.flower.disk_store import TemporaryStoreDir, open_disk_store
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    code = ("import os, signal, sys; from fedgc.flower.disk_store import TemporaryStoreDir, open_disk_store\n"
+            "d = TemporaryStoreDir(); open_disk_store(d.path / 'client-state.sqlite')\n"
+            "print(d.path, flush=True); os.kill(os.getpid(), signal.SIGKILL)")
+    killed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "TMPDIR": str(tmp_path)}, check=False)
+    assert killed.returncode == -signal.SIGKILL
+    left = Path(killed.stdout.strip())
+    assert left.parent == tmp_path and (left / "client-state.sqlite").exists()
+    alive = tmp_path / f"fedgc-client-state-{os.getpid()}-x"  # a live process's folder is not touched
+    alive.mkdir()
+
+    mine = TemporaryStoreDir()
+    open_disk_store(mine.path / "client-state.sqlite")
+    assert not left.exists() and alive.exists() and mine.path.exists()
+    mine.cleanup()
+    assert not mine.path.exists()
