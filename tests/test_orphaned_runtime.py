@@ -273,6 +273,33 @@ def test_the_record_stops_only_processes_whose_start_time_matches(tmp_path):
         sleeper.kill()
 
 
+def test_resume_of_a_folder_first_stops_what_its_record_names_in_one_line(tmp_path, capsys):
+    """``--resume`` stops what is left of the folder's recorded runtime before it reads the folder: the
+    holders of its token and its recorded processes (by pid and start time), not a bystander."""
+    from fedgc.simulate import main
+
+    token = uuid.uuid4().hex
+    sleep = [sys.executable, "-c", "import time; time.sleep(300)"]
+    holder = subprocess.Popen(sleep, env={**os.environ, "FEDGC_RUNTIME_TOKEN": token})
+    recorded = subprocess.Popen(sleep)
+    bystander = subprocess.Popen(sleep, env={**os.environ, "FEDGC_RUNTIME_TOKEN": uuid.uuid4().hex})
+    try:
+        folder = tmp_path / "run"
+        (folder / RECORD).parent.mkdir(parents=True)
+        entry = {"name": "flower-superlink", "pid": recorded.pid, "start": proc_start_time(recorded.pid)}
+        (folder / RECORD).write_text(json.dumps({"token": token, "port": 1, "processes": [entry]}))
+        assert main(["--resume", str(folder), "--quiet"]) == 2  # no scenario.yaml: a one-line error after
+        lines = capsys.readouterr().err.splitlines()
+        assert lines[0] == f"stopped 2 process(es) an earlier run of {folder} left running (its SuperLink on port 1)"
+        assert len(lines) == 2 and lines[1].startswith("error: "), lines
+        assert holder.wait(timeout=20) is not None and recorded.wait(timeout=20) is not None
+        assert bystander.poll() is None, "a process of another token is not touched"
+    finally:
+        for process in (holder, recorded, bystander):
+            process.kill()
+            process.wait()
+
+
 # A process holding a shaped star (network namespaces) with a process in the client's namespace.
 SHAPED = """
 import os, sys
