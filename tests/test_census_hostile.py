@@ -65,3 +65,29 @@ def test_read_partition_of_a_reply_without_metrics_or_with_an_odd_flag_is_none()
     assert read_partition(message, refused) is None and refused == {"no-replica flag not 0 or 1": 1}
     empty = Message(RecordDict(), dst_node_id=1, message_type="query.partition")
     assert read_partition(empty, refused) is None and refused["no partition-id"] == 1
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, [1.0, 2.0], 2**40, 0])
+def test_a_late_joiner_s_hostile_answer_is_refused_and_counted_and_the_run_keeps_its_nodes(tiny_scenario, value):
+    """Admission between rounds: a node that connects after the census (node 2 here) and answers NaN,
+    inf, a list, a huge number or a partition another connected node holds is left out and counted;
+    the nodes already in keep their partitions and nothing raises."""
+    grid = HostileNode.for_scenario(validate(tiny_scenario))
+    grid.value = value
+    partitioned = PartitionGrid(grid, {1: 0, 3: 2, 4: 3}, expected=4)
+    partitioned.admit({1, 2, 3, 4})
+    assert partitioned.label_of == {1: 1, 3: 3, 4: 4}
+    assert sum(partitioned.refused.values()) == 1, partitioned.refused
+    partitioned.admit({1, 2, 3, 4})  # asked once: not asked (nor counted) again
+    assert sum(partitioned.refused.values()) == 1 and partitioned.label_of == {1: 1, 3: 3, 4: 4}
+
+
+def test_a_refused_census_answer_is_not_pulled_again_between_rounds(tiny_scenario):
+    """A deployment's census (late admission on) keeps the queries still unanswered for later; a query
+    that was answered, even with a refused answer, is not among them: pulled again from a real
+    SuperLink it would come back as Flower's error reply (from node 1, the SuperLink), counted twice."""
+    grid = HostileNode.for_scenario(validate(tiny_scenario))
+    partitioned = PartitionGrid.census(grid, expected=4, wait_s=1, admit_late=True)
+    assert partitioned.querying == {} and sum(partitioned.refused.values()) == 1, partitioned.refused
+    partitioned.admit({1, 2, 3, 4})
+    assert sum(partitioned.refused.values()) == 1 and sorted(partitioned.label_of) == [1, 3, 4]

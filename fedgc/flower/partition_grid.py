@@ -110,14 +110,21 @@ def ask_partitions(grid: Grid, node_ids: list[int], timeout_s: float, without_re
     (``no-replica``) are added to ``without_replica``."""
     ids = list(grid.push_messages(partition_queries(node_ids)))
     answers = {}
+    # The queries the node itself answered (a refused answer too) are not pulled again between rounds: a
+    # SuperLink would answer that second pull with an error reply of its own, counted as a second refusal.
+    # A SuperLink's error reply (a node offline) leaves the query open for the node to answer later.
+    asked_node = dict(zip(ids, node_ids))
+    replied = set()
     for reply in poll_replies(grid, ids, time.monotonic() + timeout_s):
+        if reply.metadata.src_node_id == asked_node.get(reply.metadata.reply_to_message_id):
+            replied.add(reply.metadata.reply_to_message_id)
         node, answer = reply.metadata.src_node_id, read_partition(reply, refused)
         if answer is None:
             continue
         answers[node] = answer[0]
         if without_replica is not None and answer[1]:
             without_replica.add(node)
-    answered = {r for r, node in zip(ids, node_ids) if node in answers}
+    answered = {r for r, node in zip(ids, node_ids) if node in answers} | replied
     return answers, {i: node for i, node in zip(ids, node_ids) if i and i not in answered}
 
 
