@@ -70,3 +70,17 @@ def test_ray_keys_only_apply_to_the_flower_engine(tiny_scenario):
         with pytest.raises((ScenarioError, ValueError), match="ray.address"):
             validate(dict(tiny_scenario, engine="flower", ray={"address": bad}))
     assert validate(dict(tiny_scenario, engine="flower", ray={"address": "auto", "client_cpus": 3})).ray.client_cpus == 3
+
+
+def test_without_a_cluster_the_runtime_starts_a_ray_of_its_own_whatever_this_machine_recorded(tiny_scenario):
+    """``RAY_ADDRESS=local``: not the inherited variable, nor the cluster ``ray start`` last recorded in
+    ``/tmp/ray/ray_current_cluster`` (which ``ray.init()`` would join otherwise, even a dead one)."""
+    from fedgc.flower.flower_engine import set_ray_address
+    from fedgc.scenario import validate
+
+    env = {"RAY_ADDRESS": "10.1.2.3:6379"}
+    set_ray_address(env, validate(dict(tiny_scenario, engine="flower")))
+    assert env["RAY_ADDRESS"] == "local"
+    set_ray_address(env, validate(dict(tiny_scenario, engine="flower", ray={"address": "10.0.0.5:6379"})))
+    assert env["RAY_ADDRESS"] == "10.0.0.5:6379"
+

@@ -127,11 +127,11 @@ def federation_config(scenario: Scenario, device: torch.device) -> list[str]:
 
 def set_ray_address(env: dict[str, str], scenario: Scenario) -> None:
     """Where Flower's simulation process finds Ray: its ``ray.init()`` joins the cluster named by
-    ``RAY_ADDRESS`` (Ray's own convention), else starts a Ray of its own on this machine. The scenario
-    decides: ``ray.address``, or when that is null, no ``RAY_ADDRESS`` inherited from this process."""
-    env.pop("RAY_ADDRESS", None)
-    if scenario.ray.address is not None:
-        env["RAY_ADDRESS"] = scenario.ray.address
+    ``RAY_ADDRESS`` (Ray's own convention). The scenario decides: ``ray.address``, or when that is
+    null, ``local``: a Ray of its own on this machine. Without ``RAY_ADDRESS``, ``ray.init()`` would
+    join the cluster a ``ray start`` on this machine last recorded (``/tmp/ray/ray_current_cluster``),
+    even one that is gone, and the run would wait on it."""
+    env["RAY_ADDRESS"] = scenario.ray.address if scenario.ray.address is not None else "local"
 
 
 def runtime_processes(token: str, family: Family | None) -> list[int]:
