@@ -221,11 +221,13 @@ def test_a_temporary_store_left_by_a_killed_process_is_removed_by_the_next_one(t
     import sys
     import tempfile
 
-    from fedgc.flower.disk_store import TemporaryStoreDir, open_disk_store
+    from fedgc.flower.disk_store import open_disk_store
+    from fedgc.flower.temporary_store import TemporaryStoreDir
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
-    code = ("import os, signal, sys; from fedgc.flower.disk_store import TemporaryStoreDir, open_disk_store\n"
+    code = ("import os, signal, sys; from fedgc.flower.disk_store import open_disk_store\n"
+            "from fedgc.flower.temporary_store import TemporaryStoreDir\n"
             "d = TemporaryStoreDir(); open_disk_store(d.path / 'client-state.sqlite')\n"
             "print(d.path, flush=True); os.kill(os.getpid(), signal.SIGKILL)")
     killed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

@@ -24,8 +24,9 @@ from fedgc.core.threads import pin_threads
 from fedgc.execution.device import resolve_device
 from fedgc.flower.batched import RoundTrainer
 from fedgc.flower.client_store import STORE_FILE, MemoryStore, message_generation, store_kind
-from fedgc.flower.disk_store import DamagedState, StoreError, TemporaryStoreDir, open_disk_store, release_store
+from fedgc.flower.disk_store import DamagedState, StoreError, open_disk_store, release_store
 from fedgc.flower.message_size import roundtrip
+from fedgc.flower.temporary_store import TemporaryStoreDir
 from fedgc.flower.transport import Transport
 
 CLIENT_APP_EXCEPTION = 101  # Error.code for a ClientApp that raised (same meaning as Flower's)
