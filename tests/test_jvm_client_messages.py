@@ -2,8 +2,8 @@
 
 The same vectors as fedgc's Python ClientApp's suite (``tests/test_client_message_hostile.py``: the
 base message is that suite's — ``mlp`` on digits, DGC, partition 0 of 4 — and each vector changes
-one key of ``client-config`` or ``config``) go through ``FedgcHandler.handle`` in one JVM
-(``fedgc.client.MessageVectorCheck``, a fresh handler and no stored state per vector, the heap
+one key of ``client-config`` or ``config``; the ``epochs`` ones also remove ``local-steps``) go
+through ``FedgcHandler.handle`` in one JVM (``fedgc.client.MessageVectorCheck``, a fresh handler and no stored state per vector, the heap
 capped at 200 MB): each must end in an error reply whose reason starts with the vector's code from
 docs/client-protocol.md ("What a client refuses"), or in a correct reply (``update`` and
 ``metrics``), each within 5 s — never an exception, a hang or an allocation failure.
@@ -14,7 +14,8 @@ the reason; none does today (the suite's model, ``mlp``, has a Java trainer).
 Besides the file's vectors: the Python suite's ``arrays`` vectors (``ARRAYS``: missing, a tensor
 missing or extra, out of order, float64/int8, a wrong shape, a header declaring 1 TiB or float64,
 truncated, not a .npy, a 2 GiB header length, stype ``torch.Tensor``, NaN weights) with the same
-expected outcomes; and the restored state (``bad-state``) in the JVM's own state records
+expected outcomes; its ``MISMATCH`` vectors (a consistent message whose model the node's data does not
+fit: ``data-mismatch``); and the restored state (``bad-state``) in the JVM's own state records
 (``jvm.memory``, ``jvm.pending``, sent as ``query.restore`` before the train message), mirroring the
 Python suite's ``STATE`` vectors — the Python client's sparse state format has no JVM counterpart.
 """
@@ -123,7 +124,7 @@ def as_list(record) -> list | None:
 def test_the_python_suites_arrays_vectors_end_alike_in_the_jvm(base, jar):  # noqa: F811
     from tests.test_client_message_hostile import ARRAYS
 
-    folder, message, examples = base
+    folder, message, _ = base
     vectors = [{"name": name, "arrays": as_list(make()), "refuse": expected} for name, make, expected in ARRAYS]
     assert len(vectors) >= 14
     outcomes = run_check(folder, message, vectors, NODE)
@@ -132,9 +133,25 @@ def test_the_python_suites_arrays_vectors_end_alike_in_the_jvm(base, jar):  # no
     assert all(o["ms"] < 5000 for o in outcomes.values()), outcomes
 
 
+def test_data_that_does_not_fit_a_consistent_message_is_refused_as_in_python(base, jar):  # noqa: F811
+    """The Python suite's ``MISMATCH`` vectors: ``input-shape`` or ``num-classes`` changed and the arrays
+    built for that model sent with it; the node's digits do not fit it (``data-mismatch``)."""
+    from tests.test_client_message_hostile import MISMATCH, arrays_for
+
+    folder, message, _ = base
+    vectors = [{"name": name, "record": "client-config", "key": key, "value": value,
+                "arrays": as_list(arrays_for(key, value)), "refuse": expected}
+               for name, key, value, expected in MISMATCH]
+    outcomes = run_check(folder, message, vectors, NODE)
+    got = {v["name"]: outcomes[v["name"]]["outcome"] for v in vectors}
+    assert got == {v["name"]: f"refuse:{v['refuse']}" for v in vectors}, outcomes
+    assert all(o["ms"] < 5000 for o in outcomes.values()), outcomes
+
+
 def state_vectors() -> list[dict]:
-    from tests.test_client_message_hostile import W0, W0_SHAPE, npy
     from flwr.app import Array
+
+    from tests.test_client_message_hostile import W0, W0_SHAPE, npy
 
     def record(**tensors) -> list:
         return [[name, "float32", list(t.shape), "numpy.ndarray", npy(t).hex()] for name, t in tensors.items()]

@@ -104,12 +104,26 @@ def local_data(context: Context, settings: ClientSettings) -> ArrayDataset:
     return partition
 
 
+def run_scenario(context: Context):
+    """The scenario of a simulation's run config, read with fedgc's bounded YAML reader (a billion-laughs
+    document or 50,000 levels of nesting are refused at once); one that is not a valid scenario is
+    refused as ``bad-run-config``, never a traceback."""
+    import yaml
+
+    try:
+        return scenario_from_run_config(context.run_config)
+    except (ValueError, TypeError, OSError, RecursionError, yaml.YAMLError) as err:
+        first = str(err).strip().splitlines()
+        detail = first[0][:200] if first else type(err).__name__
+        raise ClientRefusal("bad-run-config", f"the run config's scenario: {detail}") from None
+
+
 def client_device(context: Context) -> torch.device:
     """Where this node trains: its node config's ``device`` (``--node-config "... device=cuda"``),
     else, in a simulation, the scenario's ``device``; ``auto`` (a GPU when there is one) otherwise."""
     spec = context.node_config.get(DEVICE)
     if spec is None and (context.run_config.get(SCENARIO_YAML) or context.run_config.get(SCENARIO_PATH)):
-        spec = scenario_from_run_config(context.run_config).device
+        spec = run_scenario(context).device
     return resolve_device(str(spec) if spec is not None else "auto")
 
 
@@ -118,7 +132,7 @@ def client_deterministic(context: Context) -> bool:
     (``--node-config "... deterministic=true"``), else, in a simulation, the scenario's."""
     flag = context.node_config.get(DETERMINISTIC)
     if flag is None and (context.run_config.get(SCENARIO_YAML) or context.run_config.get(SCENARIO_PATH)):
-        return scenario_from_run_config(context.run_config).deterministic
+        return run_scenario(context).deterministic
     return str(flag).strip().lower() in ("true", "1", "yes")
 
 
@@ -126,7 +140,7 @@ def simulation_partition(context: Context) -> ArrayDataset:
     """SIMULATION ONLY: this node's data partition, from the scenario's ``data`` section in the run
     config and the node's ``partition-id``. A device with ``data-dir`` never reads a scenario; nothing
     else of the scenario is read by the client: its settings arrive in the message (``keys.CLIENT_CONFIG``)."""
-    data = federated_data(scenario_from_run_config(context.run_config))
+    data = federated_data(run_scenario(context))
     return data.partitions[int(context.node_config["partition-id"])]
 
 

@@ -26,7 +26,7 @@ import java.util.Map;
  * (the client's JSON reader takes integers only), and DATA_DIR holds the node's {@code train.npz}.
  * Each vector changes one key of one record of the base message ({@code {"delete": true}},
  * {@code {"string_runs": [[text, n], ...]}}, {@code {"list_runs": [[item, n], ...]}} as the vectors
- * file encodes them), or gives the message's whole {@code arrays} record ({@code "arrays"}: a list of
+ * file encodes them; {@code "without"}: a key of that record removed as well), or gives the message's whole {@code arrays} record ({@code "arrays"}: a list of
  * {@code [name, dtype, shape, stype, hex data]}, null for none), or a state the node restores first
  * ({@code "state"}: record name to such a list, sent as {@code query.restore}); each is answered by a
  * fresh handler with no stored state. One JSON line per
@@ -57,6 +57,9 @@ public final class MessageVectorCheck {
                 edited.remove(key);
             } else {
                 edited.put(key, decode(value));
+            }
+            if (vector.get("without") instanceof String) { // e.g. epochs asked for instead of local-steps
+                edited.remove((String) vector.get("without"));
             }
             RecordDict content = new RecordDict();
             if (!vector.containsKey("arrays")) {
