@@ -65,6 +65,16 @@ def test_a_fifo_or_a_device_is_not_read(tmp_path, capsys):
     assert "not a regular file" in one_line_error(capsys, ["/dev/zero", "--check"])
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/zero") or not hasattr(os, "mkfifo"), reason="POSIX special files")
+def test_a_fifo_or_a_device_named_as_a_network_file_is_not_read(tmp_path, capsys):
+    os.mkfifo(tmp_path / "fifo")
+    for device, section in ((tmp_path / "fifo", "device: {name: file, file: %s}"),
+                            ("/dev/zero", "availability: {name: trace, file: %s}")):
+        path = tmp_path / "s.yaml"
+        path.write_text(TINY + "network: {" + section % device + "}\n")
+        assert "not a regular file" in one_line_error(capsys, [str(path), "--check"])
+
+
 def test_set_with_a_10k_deep_key_is_one_line(tmp_path, capsys):
     path = tmp_path / "s.yaml"
     path.write_text(TINY)

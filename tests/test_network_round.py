@@ -188,3 +188,24 @@ def test_a_compute_phase_beyond_max_phase_s_is_one_line_naming_the_client():
     assert network.run_round([ClientJob(1, 100, 50, 100)]).end < 100
     with pytest.raises(PhaseTooLong, match=r"^client 2: its compute phase \(5000 samples\) would last 5e\+03 s"):
         network.run_round([ClientJob(2, 100, 5000, 100)])
+
+
+def test_a_compute_claim_of_2_62_samples_on_a_gilbert_elliott_link_is_one_line_and_allocates_nothing():
+    """Issue 28's case: a reply claiming ``steps = samples = 2^62`` on a Gilbert-Elliott link made the
+    network model draw the channel's sample path up to ~10^19 s simulated (MemoryError). The exchange
+    now charges at most what the train message asked for (above); charged directly, the phase is
+    refused before the upload is placed on the channel, and nothing is drawn for it."""
+    import resource
+    import time
+
+    from fedgc.network.links.gilbert_elliott import GilbertElliottLink
+    from fedgc.network.timeline import PhaseTooLong
+
+    link = GilbertElliottLink(8.0, 8.0, rng=np.random.default_rng(0))
+    network = NetworkModel(simpy.Environment(), {1: ClientNetwork(link, Device(100.0))})
+    before, started = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.monotonic()
+    with pytest.raises(PhaseTooLong, match=r"^client 1: its compute phase \(4611686018427387904 samples\)"):
+        network.run_round([ClientJob(1, 1000, 2**62, 1000)])
+    assert time.monotonic() - started < 1.0
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024 < 20
+    assert len(link._ends) < 100  # the path was drawn only as far as the download needed

@@ -88,8 +88,11 @@ class NetworkConfig(BaseModel):
         if bandwidth_file is not None and (self.up_mbps is not None or self.down_mbps is not None):
             raise ValueError("network.link.bandwidth_file: set either a bandwidth file or up_mbps/down_mbps, not both")
         for name in self.files():
-            if not self.resolve(name).is_file():
-                raise ValueError(f"file {self.resolve(name)}: no such file{fetch_hint(self.resolve(name))}")
+            path = self.resolve(name)
+            if path.exists() and not path.is_file():  # a stat only: a FIFO is never opened here
+                raise ValueError(f"file {path}: not a regular file (a FIFO, socket or device is not read)")
+            if not path.is_file():
+                raise ValueError(f"file {path}: no such file{fetch_hint(path)}")
         return self
 
     def files(self) -> list[str]:
