@@ -75,6 +75,23 @@ def test_a_fifo_or_a_device_named_as_a_network_file_is_not_read(tmp_path, capsys
         assert "not a regular file" in one_line_error(capsys, [str(path), "--check"])
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/zero") or not hasattr(os, "mkfifo"), reason="POSIX special files")
+def test_a_device_s_train_npz_that_is_a_fifo_or_dev_zero_is_not_read(tmp_path):
+    """A node started with ``data-dir`` whose ``train.npz`` is ``/dev/zero`` or a FIFO: one line, at once."""
+    from fedgc.data.base import DataFileError
+    from fedgc.data.device_files import load_device_data
+
+    (tmp_path / "zero").mkdir()
+    (tmp_path / "zero" / "train.npz").symlink_to("/dev/zero")
+    (tmp_path / "fifo").mkdir()
+    os.mkfifo(tmp_path / "fifo" / "train.npz")
+    for folder in ("zero", "fifo"):
+        started = time.monotonic()
+        with pytest.raises(DataFileError, match="is not a regular file"):
+            load_device_data(tmp_path / folder)
+        assert time.monotonic() - started < 1
+
+
 def test_set_with_a_10k_deep_key_is_one_line(tmp_path, capsys):
     path = tmp_path / "s.yaml"
     path.write_text(TINY)

@@ -49,6 +49,8 @@ def _check(x: np.ndarray, y: np.ndarray, where: str) -> ArrayDataset:
 def load_device_data(data_dir: str | Path) -> ArrayDataset:
     """The examples in ``data_dir/train.npz``; DataFileError (one line) when missing or malformed."""
     path = Path(data_dir) / TRAIN_FILE
+    if path.exists() and not path.is_file():  # a stat only: a FIFO or /dev/zero is never opened
+        raise DataFileError(f"no device data: {path} is not a regular file (a FIFO, socket or device is not read)")
     if not path.is_file():
         raise DataFileError(f"no device data: {path} does not exist (expected an .npz of x and y)")
     try:
