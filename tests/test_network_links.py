@@ -151,6 +151,26 @@ def test_gilbert_elliott_goodput_integrates_state_changes():
     assert link.mean_bps("down") == pytest.approx(20e6 * (5 / 6 * 0.99 + 1 / 6 * 0.2 * 0.9))
 
 
+def test_gilbert_elliott_forgets_the_past_with_the_same_answers_and_bounded_memory():
+    """A run's links are asked about the present and later only (``Timeline.run_round`` tells them the
+    round's start): a Gilbert–Elliott link then holds the sojourns ahead, not the simulated time behind,
+    and every transfer time is the same to the last bit as without forgetting."""
+    kept, forgetting = (GilbertElliottLink(5, 20, rng=np.random.default_rng(3), mean_good_s=2.0, mean_bad_s=1.0)
+                        for _ in range(2))
+    held = []
+    for round_start in np.arange(0.0, 1e6, 1e4):  # 100 rounds over 10^6 s, sojourns of 1.5 s on average
+        forgetting.forget_before(round_start)
+        for direction, nbytes in (("down", 4_000_000), ("up", 250_000)):
+            for offset in (0.0, 0.7, 3.1):
+                t = round_start + offset
+                assert forgetting.serialize_time(t, nbytes, direction) == kept.serialize_time(t, nbytes, direction)
+        held.append(len(forgetting._ends) + sum(len(c._times) for c in forgetting._curves.values()))
+    assert max(held) < 100  # the link that keeps everything holds about 666,000 sojourns by now
+    assert len(kept._ends) > 600_000
+    with pytest.raises(ValueError, match="forgotten"):
+        forgetting.serialize_time(5.0, 1000, "up")
+
+
 def test_gilbert_elliott_is_seeded():
     a, b = (GilbertElliottLink(5, 5, rng=np.random.default_rng(11)) for _ in range(2))
     assert [a.serialize_time(t, 3_000_000, "up") for t in range(5)] == [

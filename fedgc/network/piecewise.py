@@ -85,6 +85,9 @@ class GrowingRate:
     ``segment(k)`` returns ``(end_time, rate)`` of the k-th segment; segment 0 starts at time 0.
     """
 
+    first = 0  # index of the first segment still held (``forget_before``); class defaults for old pickles
+    horizon = -math.inf  # no time before this is asked about again: segments ending by then are dropped
+
     def __init__(self, segment: Callable[[int], tuple[float, float]]) -> None:
         self._segment = segment
         self._times: list[float] = [0.0]
@@ -92,13 +95,34 @@ class GrowingRate:
         self._cum: list[float] = [0.0]
 
     def _extend(self) -> None:
-        end, rate = self._segment(len(self._rates))
+        end, rate = self._segment(self.first + len(self._rates))
         self._cum.append(self._cum[-1] + rate * (end - self._times[-1]))
         self._times.append(end)
         self._rates.append(rate)
+        if len(self._rates) > 1 and self._times[1] <= self.horizon:  # generated on the way to the horizon
+            del self._times[0], self._cum[0], self._rates[0]
+            self.first += 1
+
+    @property
+    def end(self) -> float:
+        """How far the curve is generated."""
+        return self._times[-1]
+
+    def forget_before(self, t: float) -> None:
+        """Drop the segments that end at or before ``t``, now and as they are generated: the curve is
+        asked about ``t`` and later only from now on, so its memory follows the segments ahead, not the
+        simulated time behind. The cumulative bits are kept as they were: every later answer is the
+        same to the last bit."""
+        self.horizon = max(self.horizon, t)
+        i = min(bisect_right(self._times, self.horizon) - 1, len(self._rates))
+        if i > 0:
+            del self._times[:i], self._cum[:i], self._rates[:i]
+            self.first += i
 
     def bits_at(self, t: float) -> float:
-        """Cumulative bits delivered from time 0 to ``t`` (t >= 0)."""
+        """Cumulative bits delivered from time 0 to ``t`` (t >= 0, and not before what was forgotten)."""
+        if t < self._times[0]:
+            raise ValueError(f"rate curve asked about {t} s, before the {self._times[0]} s it has forgotten")
         while self._times[-1] <= t:
             self._extend()
         i = bisect_right(self._times, t) - 1

@@ -233,6 +233,8 @@ class NetworkModel:
             raise ValueError(f"run_round: unknown node id {unknown[0]}")
         if not jobs:
             return RoundTimeline(start=start, end=start)
+        for job in jobs:  # the clock only goes forward: what a link generated before now is not asked again
+            self.clients[job.node_id].link.forget_before(start)
         down, comp, up, off = self._phases(jobs, start)
         n = len(jobs)
         wanted = min(n, keep_first) if keep_first else n

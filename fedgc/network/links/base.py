@@ -57,6 +57,10 @@ class Link(ABC):
     def mean_bps(self, direction: Direction) -> float:
         """Long-run mean throughput (goodput), for reports."""
 
+    def forget_before(self, t: float) -> None:
+        """The simulation will not ask about times before ``t`` again: a link that generates its rate
+        curve as time goes (``gilbert_elliott``) drops what lies behind. Others hold nothing to drop."""
+
     def latency(self) -> float:
         """One-way delay of one transfer: RTT/2 plus a fresh uniform jitter draw in [0, jitter]."""
         if self.jitter_s > 0:

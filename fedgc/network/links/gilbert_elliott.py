@@ -64,20 +64,46 @@ class GilbertElliottLink(Link):
         self._states: list[int] = [first]
         self._curves = {d: GrowingRate(self._segment_fn(d)) for d in ("up", "down")}
 
+    first = 0  # index of the first sojourn still held (``forget_before``); a class default for old pickles
+
     def _state_segment(self, k: int) -> tuple[float, int]:
         """End time and state of the k-th sojourn of the shared sample path."""
-        while len(self._ends) <= k:
+        while self.first + len(self._ends) <= k:
             state = self._states[len(self._ends)]
             start = self._ends[-1] if self._ends else 0.0
             self._ends.append(start + self.rng.exponential(self.mean_s[state]))
             self._states.append(1 - state)
-        return self._ends[k], self._states[k]
+        return self._ends[k - self.first], self._states[k - self.first]
+
+    def forget_before(self, t: float) -> None:
+        """Keep only the sample path from ``t`` on: both directions' curves are generated up to ``t`` a
+        stretch at a time (the sojourns are drawn in order whoever asks, so the path is the same), and
+        what lies behind is dropped as they go. Memory stays bounded however long the simulated time
+        and however long a client waited between its rounds."""
+        curves = list(self._curves.values())
+        for curve in curves:
+            curve.forget_before(t)
+        stretch = 1000.0 * sum(self.mean_s)
+        while behind := [c for c in curves if c.end < t]:
+            for curve in behind:
+                curve.bits_at(min(curve.end + stretch, t))
+            self._drop_sojourns()
+        self._drop_sojourns()
+
+    def _drop_sojourns(self) -> None:
+        """Drop the sojourns that both curves have left behind."""
+        drop = min(min(c.first for c in self._curves.values()) - self.first, len(self._ends) - 1)
+        if drop > 0:
+            del self._ends[:drop], self._states[:drop]
+            self.first += drop
 
     def _segment_fn(self, direction: Direction) -> _DirectionSegments:
         return _DirectionSegments(self, self.goodput[direction])
 
     def time_in_bad(self, until: float) -> float:
-        """Seconds spent in *bad* during [0, until] on this link's sample path."""
+        """Seconds spent in *bad* during [0, until] on this link's sample path (none of it forgotten)."""
+        if self.first:
+            raise ValueError("time_in_bad: this link has forgotten the start of its sample path")
         total, start, k = 0.0, 0.0, 0
         while start < until:
             end, state = self._state_segment(k)
