@@ -14,7 +14,7 @@ It must stay importable by old Pythons, so that they get a one-line message inst
 
 import sys
 
-MIN_PYTHON = (3, 11)  # flwr 1.41 requires Python >= 3.11 (keep equal to requires-python in pyproject.toml)
+MIN_PYTHON = (3, 11)  # flwr 1.41+ requires Python >= 3.11 (keep equal to requires-python in pyproject.toml)
 
 USAGE = __doc__.split("\n\n")[1].rstrip() + "\n"
 COMMANDS = ("run", "check", "report", "fetch", "export-data", "submit", "plugins")

@@ -1,7 +1,7 @@
 """Flower messages as a grid and a node make them, for tests: the one place in tests/ that writes
 Flower's private message metadata.
 
-A Flower grid gives an instruction its id when it pushes it, in place (flwr 1.41 has no public setter:
+A Flower grid gives an instruction its id when it pushes it, in place (flwr 1.41–1.42 have no public setter:
 its own grids write ``metadata.__dict__["_message_id"]``), and the strategy keeps the very objects it
 configured, so a test that plays a grid must do the same: :func:`delivered`. A reply whose sender or
 answered message is forged is built whole from a :class:`flwr.app.Metadata`: :func:`reply`.

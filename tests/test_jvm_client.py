@@ -1,4 +1,4 @@
-"""The JVM SuperNode (clients/jvm/) against Flower 1.41, for real.
+"""The JVM SuperNode (clients/jvm/) against Flower 1.41–1.42, for real.
 
 - ``make jvm`` builds the jar from the committed schema, which must be the installed flwr's
   (``gen_proto.py --check``).

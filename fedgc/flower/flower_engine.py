@@ -1,5 +1,5 @@
 """The ``flower`` engine: the same ServerApp and ClientApp on Flower's simulation runtime (Ray),
-submitted the way Flower 1.41 documents it: a local SuperLink started with ``--simulation`` and
+submitted the way Flower 1.41–1.42 documents it: a local SuperLink started with ``--simulation`` and
 ``flwr run`` (``fedgc.flower.runtime_processes`` has the details).
 
 However the command ends (done, failed, Ctrl-C or SIGTERM), every process the runtime started, Ray's

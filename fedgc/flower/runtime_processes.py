@@ -1,6 +1,6 @@
-"""Starting and stopping Flower 1.41's processes (SuperLink, SuperNodes, ``flwr run``) on this machine.
+"""Starting and stopping Flower 1.41–1.42's processes (SuperLink, SuperNodes, ``flwr run``) on this machine.
 
-Flower 1.41 facts this relies on (read from the installed sources and ``--help``):
+Flower 1.41–1.42 facts this relies on (read from the installed sources and ``--help``):
 - ``flower-superlink`` serves its Fleet, Control and Runtime APIs over HTTP on one ``--host``/``--port``
   (default 8000; the old 9091/9092/9093 gRPC ports are deprecated) and answers ``GET /health``.
   With ``--simulation`` it runs ClientApps on the Ray-based simulation runtime instead of SuperNodes.

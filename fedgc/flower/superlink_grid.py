@@ -15,7 +15,7 @@ once every object is in. fedgc's loop calls every 0.05 s (``partition_grid.POLL_
 reply is held within one poll of its last byte, and a slow upload holds up nothing else. An object the
 SuperLink has lost (its sender's push session expired) gives an error reply, as Flower's grid does.
 
-It reads three internals of Flower 1.41's ``HttpGrid`` (``_runtime_client``, ``_run``, ``node``);
+It reads three internals of Flower 1.41–1.42's ``HttpGrid`` (``_runtime_client``, ``_run``, ``node``);
 :func:`collecting` hands back the grid unchanged when they are not there, so another Flower version
 still runs, with Flower's own schedule.
 """

@@ -3,7 +3,7 @@
 ``ideal`` (the default): a message starts moving the moment the server sends it and the round closes
 the moment the last kept update arrives; nothing is added to the links' times.
 
-``flower``: Flower 1.41's pull-based protocol (the figures are read from its sources):
+``flower``: Flower 1.41–1.42's pull-based protocol (the figures are read from its sources):
 
 * **Pick-up delay.** A SuperNode asks the SuperLink for work, and when there is none sleeps
   ``pull_interval_s`` (``time.sleep(3)`` in ``flwr/supernode/start_client_internal.py``) before asking

@@ -20,7 +20,7 @@ import javax.net.ssl.HttpsURLConnection;
 import javax.net.ssl.SSLSocketFactory;
 
 /**
- * Flower 1.41's Fleet API: protobuf over HTTP ({@code POST /v1/fleet/<method>}, body and answer
+ * Flower 1.41–1.42's Fleet API: protobuf over HTTP ({@code POST /v1/fleet/<method>}, body and answer
  * {@code application/protobuf}), each request signed as Flower's {@code NodeAuthHttpInterceptor} does:
  * {@code flwr-public-key} (base64 of the node's PEM public key), {@code flwr-timestamp} (ISO 8601, UTC)
  * and {@code flwr-signature} (base64 of the DER ECDSA-SHA256 signature of the timestamp), plus the

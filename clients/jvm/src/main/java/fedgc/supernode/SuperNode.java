@@ -25,7 +25,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 /**
- * A Flower SuperNode in Java: what {@code flower-supernode} does over the Fleet API (Flower 1.41,
+ * A Flower SuperNode in Java: what {@code flower-supernode} does over the Fleet API (Flower 1.41–1.42,
  * {@code flwr.supernode.fleet_http_connection} and {@code start_client_internal}), with a
  * {@link MessageHandler} in place of a ClientApp.
  *
