@@ -4,6 +4,7 @@ line, never a traceback."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -19,6 +20,7 @@ import yaml
 from flwr.app import ArrayRecord, ConfigRecord, RecordDict
 
 from fedgc.core.checkpoint import CHECKPOINT
+from fedgc.core.checkpoint import load as load_checkpoint
 from fedgc.flower.client_store import STORE_FILE, store_kind
 from fedgc.flower.disk_store import DamagedState, DiskStore, StoreError
 from fedgc.scenario import validate
@@ -186,18 +188,30 @@ def test_flower_runtime_with_a_disk_store_matches_inline_in_memory(tmp_path, tin
     """Flower's simulation runtime with ``client_state.store: disk``: each node's state is loaded from the
     run folder's store for its message (``client_store_mod``) and Flower's contexts hold nothing."""
     pytest.importorskip("ray", reason="engine flower needs Ray: pip install 'fedgc[ray]'")
-    from fedgc.engines import run_flower, run_inline
+    from fedgc.engines import run_inline
     from tests.test_flower_engine import _rows, differences
 
     tiny_scenario["compression"] = {"name": "dgc", "density": 0.05, "momentum": 0.9, "warmup_rounds": 1}
     tiny_scenario["strategy"]["fraction"] = 0.5
     tiny_scenario["rounds"] = 3
+    tiny_scenario["checkpoint_every"] = 2
     tiny_scenario["downlink"] = {"name": "topk", "density": 0.05}
     inline = run_inline(validate({**tiny_scenario, "client_state": {"store": "memory"}}), tmp_path / "inline", quiet=True)
-    flower = run_flower(validate({**tiny_scenario, "client_state": {"store": "disk"}}), tmp_path / "flower", quiet=True)
-    assert differences(_rows(tmp_path / "inline"), _rows(tmp_path / "flower")) == []
-    assert flower.final_accuracy == inline.final_accuracy
-    assert DiskStore(tmp_path / "flower" / STORE_FILE).clients()  # the states are in the run folder's store
+    full = tmp_path / "flower"
+    path = write(tmp_path / "s.yaml", {**tiny_scenario, "engine": "flower", "client_state": {"store": "disk"}})
+    assert main([str(path), "--out", str(full), "--quiet"]) == 0
+    assert differences(_rows(tmp_path / "inline"), _rows(full)) == []
+    assert json.loads((full / "summary.json").read_text())["final_accuracy"] == inline.final_accuracy
+    assert DiskStore(full / STORE_FILE).clients()  # the states are in the run folder's store
+
+    # The checkpoint (round 2) is the store's mark, not every node's state gathered by the server;
+    # a crash after round 3 (the store ahead of the checkpoint) resumes to the same rows.
+    state, _ = load_checkpoint(full)
+    assert state["run"]["round"] == 2 and set(state["transport"]) == {"store"}
+    crashed = tmp_path / "crashed"
+    _crashed_copy(full, crashed, 2)
+    assert main(["--resume", str(crashed), "--quiet"]) == 0
+    assert differences(_rows(full), _rows(crashed)) == []
 
 
 def test_a_disk_store_adopts_the_states_a_checkpoint_holds_itself(tmp_path):

@@ -26,6 +26,7 @@ from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 
 from fedgc.flower.client_state import records_state, state_records
+from fedgc.flower.disk_store import DiskStore
 from fedgc.flower.keys import NO_REPLICA, PARTITION_QUERY, RESTORE_QUERY, STATE_QUERY
 from fedgc.flower.transport import Transport
 
@@ -152,6 +153,8 @@ class PartitionGrid(Transport):
         self.node_of = {label: node for node, label in self.label_of.items()}
         # Nodes (by id as presented) that hold no downlink replica: their first download is a reset.
         self.without_replica = {self.label_of[n] for n in without_replica if n in self.label_of}
+        # The run folder's client-state store when the nodes keep their states there (the ServerApp sets it).
+        self.store: DiskStore | None = None
 
     @classmethod
     def census(cls, inner: Grid, expected: int, wait_s: float, *, admit_late: bool = False) -> PartitionGrid:
@@ -268,7 +271,11 @@ class PartitionGrid(Transport):
         return {r.metadata.src_node_id: r for r in replies if not r.has_error()}
 
     def state_dict(self) -> dict:
-        """Every connected node's ``Context.state`` (those that hold any), asked from the nodes."""
+        """Every connected node's ``Context.state`` (those that hold any), asked from the nodes; with a
+        client-state store on disk (``store``: Flower's simulation runtime, ``client_state.store: disk``)
+        the store's checkpoint mark instead: the states are in the run folder's store already."""
+        if self.store is not None:
+            return self.store.state_dict()
         labels = self.get_node_ids()
         replies = self._ask_each(STATE_QUERY, {label: RecordDict() for label in labels})
         missing = sorted(set(labels) - set(replies))
@@ -278,7 +285,14 @@ class PartitionGrid(Transport):
                              if len(replies[label].content)}}
 
     def load_state_dict(self, state: dict) -> None:
-        """Hand each node the state it had at the checkpoint (nodes with none start empty)."""
+        """Hand each node the state it had at the checkpoint (nodes with none start empty); with a store
+        on disk, take the store back to the checkpoint's mark (or into it, the states a checkpoint holds)."""
+        if self.store is not None:
+            unknown = set(state.get("contexts", {})) - set(self.label_of.values())
+            if unknown:
+                raise ValueError(f"it holds state for node {min(unknown)}, which this scenario does not have")
+            self.store.load_state_dict(state)
+            return
         saved = state["contexts"]
         unknown = set(saved) - set(self.label_of.values())
         if unknown:

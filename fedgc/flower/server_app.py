@@ -18,6 +18,9 @@ from flwr.superlink.grid.inmemory_grid import InMemoryGrid
 
 from fedgc.core.checkpoint import CHECKPOINT
 from fedgc.core.observe import default_observers
+from fedgc.flower.client_store import STORE_FILE
+from fedgc.flower.disk_store import open_disk_store
+from fedgc.flower.keys import CLIENT_STORE_DIR
 from fedgc.flower.loop import run_rounds
 from fedgc.flower.partition_grid import PartitionGrid
 from fedgc.flower.setup import NODE_WAIT_S, OUT_DIR, QUIET, scenario_from_run_config
@@ -36,6 +39,9 @@ def main(grid: Grid, context: Context) -> None:
     # simulation runtime starts every virtual node before the run.
     partitioned = PartitionGrid.census(collecting(grid), expected=scenario.data.num_clients, wait_s=wait_s,
                                        admit_late=not isinstance(grid, InMemoryGrid))
+    store_dir = context.run_config.get(CLIENT_STORE_DIR)
+    if store_dir:  # the nodes keep their states in the run folder's store: a checkpoint is its mark
+        partitioned.store = open_disk_store(Path(str(store_dir)) / STORE_FILE)
     # A run folder is new or empty when a run starts (fedgc.run_folder), so a checkpoint in it means
     # `--resume`: the engine checked it against the scenario before starting the runtime.
     resume = out_dir is not None and (out_dir / CHECKPOINT).is_file()
