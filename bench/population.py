@@ -15,6 +15,11 @@ I/O, wire serialization). Targets (issue 32): peak RSS <= 4 GB whatever the popu
 round with the disk store within 1.3x of the in-memory store at 1,000 clients.
 
     .venv/bin/python bench/population.py [--population 1000,3000,10000] [--per-round 100] [--rounds N]
+    .venv/bin/python bench/population.py --population 10000 --kill-resume DIR [--rounds 40]
+
+``--kill-resume`` runs each population through the command line twice instead (disk store, a
+checkpoint every quarter of the rounds): uninterrupted, and SIGKILLed half-way then resumed; the two
+``metrics.jsonl`` must be byte-identical.
 
 The last line printed is one JSON object.
 """
@@ -101,6 +106,47 @@ def run_child(args: argparse.Namespace, population: int, store: str, rounds: int
     return report
 
 
+def kill_and_resume(args: argparse.Namespace, population: int, rounds: int, folder: Path) -> dict:
+    """The population's run through the command line (disk store, a checkpoint every ``rounds // 4``
+    rounds) twice: once uninterrupted, once SIGKILLed when half its rounds are in ``metrics.jsonl`` and
+    then resumed (``--resume``). Their ``metrics.jsonl`` must be byte-identical."""
+    import signal
+
+    import yaml
+
+    tree = scenario(population, args.per_round, rounds, "disk", args.data_root)
+    tree["checkpoint_every"] = max(1, rounds // 4)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "scenario.yaml"
+    path.write_text(yaml.safe_dump(tree))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "FEDGC_THREADS": "1"}
+    command = [sys.executable, "-m", "fedgc", "run", str(path), "--quiet", "--overwrite", "--out"]
+    t0 = time.perf_counter()
+    subprocess.run([*command, str(folder / "whole")], env=env, cwd=REPO, check=True, capture_output=True)
+    whole_s = time.perf_counter() - t0
+    killed = folder / "killed"
+    proc = subprocess.Popen([*command, str(killed)], env=env, cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    metrics = killed / "metrics.jsonl"
+    while proc.poll() is None and not (metrics.exists() and len(metrics.read_text().splitlines()) > rounds // 2):
+        time.sleep(0.2)
+    if proc.poll() is not None:
+        raise SystemExit("the run ended before it could be killed")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    killed_after = len(metrics.read_text().splitlines())
+    resumed = subprocess.run([sys.executable, "-m", "fedgc", "run", "--resume", str(killed), "--quiet"], env=env,
+                             cwd=REPO, check=False, capture_output=True, text=True)
+    if resumed.returncode != 0:
+        raise SystemExit(f"--resume failed: {resumed.stderr.strip()[-500:]}")
+    same = metrics.read_bytes() == (folder / "whole" / "metrics.jsonl").read_bytes()
+    report = {"population": population, "rounds": rounds, "checkpoint_every": tree["checkpoint_every"],
+              "killed_after_rounds": killed_after, "resumed_metrics_identical": same, "whole_run_s": round(whole_s, 1)}
+    print(f"{population:6d} clients, {rounds} rounds: SIGKILL after {killed_after} rounds, resumed: metrics "
+          f"{'byte-identical' if same else 'DIFFERENT'} to the uninterrupted run", flush=True)
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--population", default="1000,3000,10000", help="comma-separated population sizes")
@@ -111,11 +157,19 @@ def main() -> None:
     parser.add_argument("--no-memory-baseline", action="store_true",
                         help="skip the in-memory run at the smallest population")
     parser.add_argument("--data-root", default=str(REPO.parent / "shared" / "data" / "mnist"))
+    parser.add_argument("--kill-resume", metavar="DIR", default=None,
+                        help="instead: for each population, kill a run (--rounds, default 40) half-way and resume it "
+                             "in DIR, and compare its metrics with an uninterrupted run's")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         args.population = int(args.population)
         child(args)
+        return
+    if args.kill_resume:
+        checks = [kill_and_resume(args, int(p), args.rounds or 40, Path(args.kill_resume) / p)
+                  for p in args.population.split(",")]
+        print(json.dumps({"kill_resume": checks, "all_identical": all(c["resumed_metrics_identical"] for c in checks)}))
         return
 
     populations = sorted(int(p) for p in args.population.split(","))
