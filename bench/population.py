@@ -108,7 +108,7 @@ def run_child(args: argparse.Namespace, population: int, store: str, rounds: int
 
 def kill_and_resume(args: argparse.Namespace, population: int, rounds: int, folder: Path) -> dict:
     """The population's run through the command line (disk store, a checkpoint every ``rounds // 4``
-    rounds) twice: once uninterrupted, once SIGKILLed when half its rounds are in ``metrics.jsonl`` and
+    rounds) twice: once uninterrupted, once SIGKILLed one round past half (past a checkpoint: rows after it are redone) and
     then resumed (``--resume``). Their ``metrics.jsonl`` must be byte-identical."""
     import signal
 
