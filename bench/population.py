@@ -108,8 +108,9 @@ def run_child(args: argparse.Namespace, population: int, store: str, rounds: int
 
 def kill_and_resume(args: argparse.Namespace, population: int, rounds: int, folder: Path) -> dict:
     """The population's run through the command line (disk store, a checkpoint every ``rounds // 4``
-    rounds) twice: once uninterrupted, once SIGKILLed one round past half (past a checkpoint: rows after it are redone) and
-    then resumed (``--resume``). Their ``metrics.jsonl`` must be byte-identical."""
+    rounds) twice: once uninterrupted, once SIGKILLed one round past half (past a checkpoint: the
+    rounds after it are redone) and then resumed (``--resume``). Their ``metrics.jsonl`` must be
+    byte-identical."""
     import signal
 
     import yaml
