@@ -30,7 +30,7 @@ run: $(RUN_STAMP)
 	$(PY) -m fedgc.simulate $(SCENARIO) --baseline
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25  # the 25 slowest tests, for whoever speeds the suite up
 
 # Markers: pyproject.toml [tool.pytest.ini_options]. Extra pytest arguments: make test-fast ARGS='-x'
 FAST_SELECTION := not deployment and not ray and not jvm and not netns and not notebook and not slow
