@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from fedgc.api.runs import Run, as_scenario, load_run
+from fedgc.api.runs import Run, as_scenario, load_run, runs_in
 from fedgc.scenario import Scenario
 
 
@@ -63,10 +62,4 @@ def baseline(scenario: Scenario | dict | str | Path, out: str | Path | None = No
             r.label = labels[r.out_dir.name]
         return runs
 
-    if out is not None:
-        return Comparison(run_into(Path(out)), Path(out))
-    with tempfile.TemporaryDirectory(prefix="fedgc-baseline-") as tmp:
-        runs = run_into(Path(tmp) / "comparison")
-        for r in runs:
-            r.out_dir = None
-        return Comparison(runs, None)
+    return Comparison(*runs_in(out, "comparison", run_into))

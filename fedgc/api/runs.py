@@ -170,3 +170,15 @@ def load_run(path: str | Path) -> Run:
     except MetricsFileError as err:
         raise RunFolderError(str(err)) from None
     return Run(scenario, result.summary, result.rows, clients, load_weights(folder / "model.pt"), folder)
+
+
+def runs_in(out: str | Path | None, prefix: str, run_into: Callable[[Path], list[Run]]) -> tuple[list[Run], Path | None]:
+    """``run_into(folder)`` into ``out``; without one, into a temporary folder removed after, the runs
+    then held in memory only (their ``out_dir`` None). Returns the runs and the folder kept."""
+    if out is not None:
+        return run_into(Path(out)), Path(out)
+    with tempfile.TemporaryDirectory(prefix=f"fedgc-{prefix}-") as tmp:
+        runs = run_into(Path(tmp) / prefix)
+        for r in runs:
+            r.out_dir = None
+        return runs, None

@@ -4,13 +4,12 @@ side, through the same sweep runner, report table and overlay plots as ``fedgc r
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedgc.api.runs import Run, as_scenario, load_run
+from fedgc.api.runs import Run, as_scenario, load_run, runs_in
 from fedgc.report_table import GroupRow, RunResult, group_runs, render
 from fedgc.scenario import Scenario
 
@@ -128,13 +127,7 @@ def sweep(scenario: Scenario | dict | str | Path, grid: Mapping[str, Sequence[An
             points = run_sweep(tree, axes, out_dir, quiet=quiet, jobs=jobs)
         return [load_run(point.out_dir) for point in points]
 
-    if out is not None:
-        return Sweep(run_into(Path(out)), Path(out))
-    with tempfile.TemporaryDirectory(prefix="fedgc-sweep-") as tmp:
-        runs = run_into(Path(tmp) / "sweep")
-        for r in runs:
-            r.out_dir = None
-        return Sweep(runs, None)
+    return Sweep(*runs_in(out, "sweep", run_into))
 
 
 def load_sweep(path: str | Path) -> Sweep:
