@@ -46,22 +46,27 @@ BEGIN, END = "<!-- shakespeare-federated:begin -->", "<!-- shakespeare-federated
 PLOT_REL = "img/shakespeare_federated_accuracy.png"
 
 DOWN = ["downlink.name=topk", "downlink.density=0.03"]
-# Upload compressor x download. Left out for the CPU budget: dense FedAvg with compressed downloads and
-# DGC without clipping with compressed downloads (clipping is read with dense downloads).
+# Upload compressor x download, and DGC without its warm-up.
 METHODS: dict[str, list[str]] = {
     "dense": ["compression.name=none"],
     "dgc": [],
     "dgc_no_clipping": ["compression.clip_norm=null"],
+    "dgc_no_warmup": ["compression.warmup_rounds=0"],
     "topk": ["compression.name=topk"],
+    "dense+down": ["compression.name=none", *DOWN],
     "dgc+down": [*DOWN],
+    "dgc_no_clipping+down": ["compression.clip_norm=null", *DOWN],
     "topk+down": ["compression.name=topk", *DOWN],
 }
 LABELS = {
     "dense": "dense FedAvg, fp32 both ways",
     "dgc": "DGC up 0.01 (clipped), dense down",
     "dgc_no_clipping": "DGC up 0.01, no clipping, dense down",
+    "dgc_no_warmup": "DGC up 0.01 (clipped) from round 1, no warm-up, dense down",
     "topk": "top-k up 0.01, dense down",
+    "dense+down": "dense up, top-k down 0.03",
     "dgc+down": "DGC up 0.01 (clipped), top-k down 0.03",
+    "dgc_no_clipping+down": "DGC up 0.01, no clipping, top-k down 0.03",
     "topk+down": "top-k up 0.01, top-k down 0.03",
 }
 # The 3G network section: scenarios/mnist_3g_dropouts.yaml's links (Norway HSDPA, downlink traces,
