@@ -29,8 +29,13 @@ install: $(STAMP)
 run: $(RUN_STAMP)
 	$(PY) -m fedgc.simulate $(SCENARIO) --baseline
 
+# pytest-xdist workers for make test: most of the slow tests wait on subprocesses (SuperLinks, SuperNodes,
+# Ray, the JVM), so 3 workers overlap the waiting even on 2 cores. tests/conftest.py keeps the netns and
+# the ray tests on one worker each (xdist_group). Serially: make test XDIST=
+XDIST ?= -n 3 --dist loadgroup
+
 test: $(STAMP)
-	$(PY) -m pytest -q --durations=25  # the 25 slowest tests, for whoever speeds the suite up
+	$(PY) -m pytest -q $(XDIST) --durations=25  # the 25 slowest tests, for whoever speeds the suite up
 
 # Markers: pyproject.toml [tool.pytest.ini_options]. Extra pytest arguments: make test-fast ARGS='-x'
 FAST_SELECTION := not deployment and not ray and not jvm and not netns and not notebook and not slow

@@ -17,12 +17,54 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 REPO = Path(__file__).resolve().parents[1]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# Under pytest-xdist (`make test` runs `-n 3 --dist loadgroup`) the tests that carry one of these
+# markers run one after another on a single worker (an xdist_group), the other tests beside them:
+# the netns tests time transfers over shaped links (a rate within 10 %, a reply within a poll) and
+# share the root's namespaces and tc; the ray tests each start a Ray runtime of their own that wants
+# the machine's CPUs. First match wins, so a test in two of these groups lands in the first.
+XDIST_GROUPS = ("netns", "ray")
+
+
+@pytest.hookimpl(wrapper=True)  # before the other hooks (-m deselects by the jvm marker), then after xdist's
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
     """Every test in tests/test_jvm*.py is marked ``jvm`` (those files are the JVM client's; marked
-    here by name so that a new one is deselected by ``make test-fast`` too)."""
+    here by name so that a new one is deselected by ``make test-fast`` too). Tests marked with one of
+    ``XDIST_GROUPS`` get that xdist_group (without xdist the marker does nothing)."""
     for item in items:
         if item.path.name.startswith("test_jvm"):
             item.add_marker(pytest.mark.jvm)
+        group = next((name for name in XDIST_GROUPS if item.get_closest_marker(name)), None)
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(name=group))
+    result = yield
+    if getattr(config.option, "loadgroup", False):  # an xdist worker under --dist loadgroup
+        _name_the_groups(items)
+    return result
+
+
+def _name_the_groups(items: list[pytest.Item]) -> None:
+    """xdist's loadgroup learns a test's group from its node id, ``...@group``, which xdist's own hook
+    appends by setting ``item._nodeid``; pytest 9.2 keeps the id in ``item._id`` instead, so with
+    pytest-xdist 3.8 the suffix is lost and every test is scheduled alone (pytest-dev/pytest-xdist#1386).
+    Append it here where it is missing, and stop the run if a group still does not show in an id: a
+    silent loss of the groups would run the netns and ray tests side by side."""
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        if not names:
+            continue
+        suffix = "@" + "_".join(names)
+        if item.nodeid.endswith(suffix):
+            continue
+        if hasattr(item, "_id"):  # pytest >= 9.2: a structured NodeId
+            from _pytest.nodeid import NodeId
+
+            item._id = NodeId.parse(item.nodeid + suffix)
+        else:
+            item._nodeid = item.nodeid + suffix
+        if not item.nodeid.endswith(suffix):
+            raise pytest.UsageError(f"cannot put {item.nodeid} in its xdist_group {suffix[1:]} "
+                                    "(see _name_the_groups in tests/conftest.py)")
 
 
 def shared_dir() -> Path:

@@ -19,6 +19,7 @@ Skipped, with one line, only where no JDK/protoc/protobuf-java is installed.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -56,7 +57,12 @@ def jar() -> Path:
     if missing:
         pytest.skip(f"needs a JDK, protoc and protobuf-java ({', '.join(missing)} missing): "
                     "apt-get install openjdk-17-jdk-headless protobuf-compiler libprotobuf-java")
-    result = subprocess.run(["make", "jvm"], cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    # One `make jvm` at a time: under pytest-xdist every worker with a JVM test asks for the jar, and
+    # build.sh empties build/classes and build/gen before it compiles; the others wait, then find it made.
+    JAR.parent.mkdir(parents=True, exist_ok=True)
+    with open(JAR.parent / ".make-jvm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = subprocess.run(["make", "jvm"], cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert JAR.is_file() and TESTS_JAR.is_file()
     return JAR
