@@ -48,6 +48,11 @@ class RoundRecord:
     client_upload_s: list[float] = field(default_factory=list)
     clipped_nodes: list[int] = field(default_factory=list)  # updates the server scaled down (norm bound)
     capped_nodes: list[int] = field(default_factory=list)  # updates whose weight share the server capped
+    # client.report_norms: the applied updates' L2 norms before and after the clients' local clipping
+    norm_before_clip_median: float | None = None
+    norm_before_clip_max: float | None = None
+    norm_after_clip_median: float | None = None
+    locally_clipped: int | None = None  # how many of them local clipping scaled down
 
 
 @dataclass
@@ -203,6 +208,8 @@ class ClientRecord:
     bytes_up: int | None = None
     clipped: bool = False  # its update was scaled down to the round's norm bound
     capped: bool = False  # its weight share was capped
+    norm_before_clip: float | None = None  # client.report_norms: its update's L2 norm before local clipping
+    norm_after_clip: float | None = None  # ... and after (the same when nothing was clipped)
 
 
 # --- reading them back: the one reader of metrics.jsonl and summary.json ---------------------------

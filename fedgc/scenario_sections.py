@@ -48,6 +48,10 @@ class ClientConfig(_Section):
         None, gt=0.0, le=1.0, description="engine flower on a GPU: the share of one GPU each client process "
                                          "reserves (Ray's num_gpus; 1/gpu_share clients train at once per GPU); "
                                          "default 0.25 when the run's device is a GPU")
+    report_norms: bool = Field(
+        False, description="clients report their update's L2 norm before and after local clipping (DGC's "
+                           "clip_norm): per client in clients.jsonl, per round in metrics.jsonl (norm_*); "
+                           "adds two numbers to each reply")
 
     @model_validator(mode="after")
     def _steps_or_epochs(self) -> ClientConfig:

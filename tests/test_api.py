@@ -32,7 +32,8 @@ PUBLIC = {
     "ClientRecord": "(round: int, attempt: int, node: int, outcome: str, phase: str | None = None, "
                     "reason: str | None = None, download_s: float | None = None, compute_s: float | None = None, "
                     "upload_s: float | None = None, bytes_down: int | None = None, bytes_up: int | None = None, "
-                    "clipped: bool = False, capped: bool = False) -> None",
+                    "clipped: bool = False, capped: bool = False, norm_before_clip: float | None = None, "
+                    "norm_after_clip: float | None = None) -> None",
     "RoundObserver": "()",
     "RoundRecord": None,  # a dataclass of the metrics.jsonl fields (docs/metrics.md pins those)
     "Run": "(scenario: 'Scenario', summary: 'Summary', rounds: 'list[RoundRecord]', clients: 'list[ClientRecord]', "

@@ -113,6 +113,10 @@ def bad_updates():
         "lying-elements-total": (good_update(99), {"elements-total": 10**9}),
         "impossible-samples": (good_update(99), {"steps": 2, "samples": 10**6}),
         "list-metric": (good_update(99), {"samples": [1, 2]}),
+        "nan-norm": (good_update(99), {"norm-before-clip": float("nan"), "norm-after-clip": 1.0}),
+        "negative-norm": (good_update(99), {"norm-before-clip": 1.0, "norm-after-clip": -1.0}),
+        "one-norm-only": (good_update(99), {"norm-before-clip": 1.0}),
+        "clipping-grew-the-norm": (good_update(99), {"norm-before-clip": 1.0, "norm-after-clip": 2.0}),
         "varint-over-64-bits": (as_record(qsgd_blob(bucket_varint=[0xFF] * 9 + [0x02])), {}),
         "varint-over-10-bytes": (as_record(qsgd_blob(bucket_varint=[0xFF] * 11)), {}),
     }

@@ -24,6 +24,10 @@ class CompressedUpdate:
     sent: dict[str, torch.Tensor]
     elements_sent: int
     elements_total: int
+    # Global L2 norm of the update as trained (Δ) and as the compressor took it after its own
+    # preparation (DGC's local clipping); equal for compressors that prepare nothing.
+    norm_before_clip: float = 0.0
+    norm_after_clip: float = 0.0
 
 
 def build_compression(config: CompressionConfig) -> tuple[Compressor, Memory]:
@@ -58,7 +62,9 @@ def compress_update(
     elements_sent = elements_total = 0
     if ctx.memory is None:  # methods with state beyond error feedback (PowerSGD's Q) keep it here
         ctx.memory = memory
+    norm_before = global_norm(update)
     update = compressor.prepare_update(update, ctx)
+    norm_after = global_norm(update)
     for name, tensor in update.items():
         compensated = memory.compensate(tensor.detach().to(torch.float32), name)
         if dense_small_tensors and tensor.dim() <= 1:
@@ -72,7 +78,15 @@ def compress_update(
         sent[name] = dense_sent
         elements_total += tensor.numel()
         elements_sent += payload_elements(payload)
-    return CompressedUpdate(payloads, sent, elements_sent, elements_total)
+    return CompressedUpdate(payloads, sent, elements_sent, elements_total, norm_before, norm_after)
+
+
+def global_norm(update: dict[str, torch.Tensor]) -> float:
+    """The L2 norm of all tensors of ``update`` together (0.0 for an empty update)."""
+    if not update:
+        return 0.0
+    return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(t.detach().float())
+                                                       for t in update.values()])))
 
 
 def payload_elements(payload: Payload) -> int:

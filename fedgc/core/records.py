@@ -50,6 +50,7 @@ class AggregationStats:
     clipped_nodes: list[int] = field(default_factory=list)  # norm bounded (adaptive or absolute)
     capped_nodes: list[int] = field(default_factory=list)  # weight share capped
     skipped: bool = False  # too few valid updates: nothing applied
+    norms: dict[int, tuple[float, float]] = field(default_factory=dict)  # node -> reported (before, after) clipping
 
 
 class Idle(RuntimeError):
@@ -102,6 +103,11 @@ def round_record(server_round: int, attempt: int, stats: AggregationStats, traff
     record.applied_nodes = sorted(stats.applied_nodes)
     record.clipped_nodes, record.capped_nodes = list(stats.clipped_nodes), list(stats.capped_nodes)
     record.train_loss, record.achieved_density = stats.train_loss, stats.achieved_density
+    if stats.norms:  # the applied updates whose clients reported their norms (client.report_norms)
+        before, after = zip(*stats.norms.values())
+        record.norm_before_clip_median, record.norm_before_clip_max = float(np.median(before)), max(before)
+        record.norm_after_clip_median = float(np.median(after))
+        record.locally_clipped = sum(a < b * (1 - 1e-6) for b, a in stats.norms.values())
     return record
 
 
@@ -130,6 +136,7 @@ def client_rows(server_round: int, attempt: int, selected: list[int], traffic: T
         row = ClientRecord(round=server_round, attempt=attempt, node=node, outcome="failed",
                            bytes_down=traffic.download_bytes.get(node), bytes_up=traffic.upload_bytes.get(node),
                            clipped=node in clipped, capped=node in capped)
+        row.norm_before_clip, row.norm_after_clip = stats.norms.get(node, (None, None))
         timing = timings.get(node)
         if timing is not None:
             row.download_s = _span(timing.downloaded, timing.start)

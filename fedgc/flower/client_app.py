@@ -224,7 +224,9 @@ def train(msg: Message, context: Context) -> Message:
     _store_tensors(context, PENDING_KEY, {f"{server_round}/{k}": v for k, v in compressed.sent.items()})
     metrics = ReplyMetrics(num_examples=len(local), samples=result.samples, steps=result.steps,
                            train_loss=result.mean_loss, elements_sent=compressed.elements_sent,
-                           elements_total=compressed.elements_total)
+                           elements_total=compressed.elements_total,
+                           norms=((compressed.norm_before_clip, compressed.norm_after_clip)
+                                  if settings.report_norms else None))
     return Message(RecordDict({keys.UPDATE: encode_update(compressed.payloads), keys.METRICS: metrics.to_record()}),
                    reply_to=msg)
 

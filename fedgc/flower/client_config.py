@@ -64,6 +64,7 @@ class ClientSettings:
     momentum: float
     weight_decay: float
     compression: CompressionConfig
+    report_norms: bool = False  # reply with the update's norms before and after local clipping
 
 
 def client_options(compression: CompressionConfig) -> dict[str, Any]:
@@ -88,6 +89,8 @@ def client_config_record(scenario: Scenario, input_shape: tuple[int, ...], num_c
         record[keys.CC_EPOCHS] = float(c.epochs)
     record.update({keys.CC_BATCH_SIZE: int(c.batch_size), keys.CC_LR: float(c.lr), keys.CC_MOMENTUM: float(c.momentum),
                    keys.CC_WEIGHT_DECAY: float(c.weight_decay), keys.CC_COMPRESSOR: scenario.compression.name})
+    if c.report_norms:  # absent unless asked: the messages of a run without it stay byte for byte the same
+        record[keys.CC_REPORT_NORMS] = True
     for name, value in client_options(scenario.compression).items():
         record[keys.CC_COMPRESSION_PREFIX + name] = value
     return ConfigRecord(record)
@@ -194,7 +197,8 @@ def read_client_config(record: ConfigRecord | None, limits: NodeLimits | None = 
         lr=number(record, keys.CC_LR, 0.0, 1e6, low_open=True),
         momentum=number(record, keys.CC_MOMENTUM, 0.0, 1.0, high_open=True),
         weight_decay=number(record, keys.CC_WEIGHT_DECAY, 0.0, 1e6),
-        compression=compression)
+        compression=compression,
+        report_norms=_get(record, keys.CC_REPORT_NORMS, bool) if keys.CC_REPORT_NORMS in record else False)
     try:
         count = estimated_parameters(model, settings.input_shape, num_classes, model_options)
     except (ValueError, RuntimeError, TypeError) as err:  # a model that cannot take this input

@@ -41,6 +41,7 @@ CC_LR = "lr"  # float: local SGD learning rate
 CC_MOMENTUM = "momentum"  # float: local SGD momentum
 CC_WEIGHT_DECAY = "weight-decay"  # float: local SGD weight decay
 CC_COMPRESSOR = "compressor"  # str: the compressor's name (docs/compressors.md)
+CC_REPORT_NORMS = "report-norms"  # bool, only present when true: report NORM_BEFORE_CLIP / NORM_AFTER_CLIP
 CC_COMPRESSION_PREFIX = "c."  # "c.<option>": each compression option the client reads (absent: unset)
 
 # The partition reply (``query.partition``): a MetricRecord "partition".
@@ -55,6 +56,10 @@ STEPS = "steps"
 TRAIN_LOSS = "train-loss"
 ELEMENTS_SENT = "elements-sent"
 ELEMENTS_TOTAL = "elements-total"
+# Reported only when the client config asks for them (CC_REPORT_NORMS): the L2 norm of the round's
+# update before and after the compressor's local clipping (equal when it clips nothing).
+NORM_BEFORE_CLIP = "norm-before-clip"
+NORM_AFTER_CLIP = "norm-after-clip"
 
 # In-process records of the inline engine's batched training.
 BATCHED_DELTA = "fedgc.batched-delta"
@@ -107,9 +112,13 @@ class ReplyMetrics:
     train_loss: float
     elements_sent: int
     elements_total: int
+    norms: tuple[float, float] | None = None  # (before, after) local clipping: only when the config asks
 
     def to_record(self) -> MetricRecord:
         # The order is part of the wire bytes: keep it.
-        return MetricRecord({NUM_EXAMPLES: self.num_examples, SAMPLES: self.samples, STEPS: self.steps,
-                             TRAIN_LOSS: self.train_loss, ELEMENTS_SENT: self.elements_sent,
-                             ELEMENTS_TOTAL: self.elements_total})
+        record = MetricRecord({NUM_EXAMPLES: self.num_examples, SAMPLES: self.samples, STEPS: self.steps,
+                               TRAIN_LOSS: self.train_loss, ELEMENTS_SENT: self.elements_sent,
+                               ELEMENTS_TOTAL: self.elements_total})
+        if self.norms is not None:
+            record[NORM_BEFORE_CLIP], record[NORM_AFTER_CLIP] = float(self.norms[0]), float(self.norms[1])
+        return record

@@ -24,7 +24,8 @@ from fedgc.compress.base import Payload
 from fedgc.core.records import AggregationStats
 from fedgc.flower import keys
 from fedgc.flower.update_record import CodecError, decode_update
-from fedgc.flower.validate import check_consistency, check_metrics, check_reply_to, elements, update_norm
+from fedgc.flower.validate import (check_consistency, check_metrics, check_reply_to, elements, reported_norms,
+                                  update_norm)
 from fedgc.server_optim import ServerOptimizer
 
 # The robust defaults (norm bound, weight cap) judge an update against the round's others: they act
@@ -293,6 +294,7 @@ class FedgcStrategy(FedAvg):
         losses = [(u.num_examples, float(u.metrics[keys.TRAIN_LOSS])) for u in accepted if keys.TRAIN_LOSS in u.metrics]
         examples = sum(n for n, _ in losses)
         stats.train_loss = sum(n * loss for n, loss in losses) / examples if examples else None
+        stats.norms = {u.node: norms for u in accepted if (norms := reported_norms(u.metrics)) is not None}
         sent, numel = (sum(c) for c in zip(*(elements(u.payloads) for u in accepted)))
         stats.achieved_density = sent / numel if numel else None
         return AggregationReport(stats, new_weights)

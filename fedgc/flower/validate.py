@@ -61,7 +61,22 @@ def check_metrics(metrics: MetricRecord | None, max_num_examples: int, max_sampl
             raise CodecError("bad-metrics", f"samples={samples} outside {low}…{high} for {steps} steps")
         if max_samples is not None and samples > max_samples:
             raise CodecError("bad-metrics", f"samples={samples}, more than the {max_samples} the server asked for")
+    reported_norms(metrics)
     return n
+
+
+def reported_norms(metrics: MetricRecord) -> tuple[float, float] | None:
+    """The update's L2 norm before and after local clipping, as the client reported them (both or
+    neither; finite, ≥ 0, clipping never grows a norm), None when not reported."""
+    before, after = metrics.get(keys.NORM_BEFORE_CLIP), metrics.get(keys.NORM_AFTER_CLIP)
+    if before is None and after is None:
+        return None
+    for key, value in ((keys.NORM_BEFORE_CLIP, before), (keys.NORM_AFTER_CLIP, after)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise CodecError("bad-metrics", f"{key}={value!r:.40} is not a finite number ≥ 0")
+    if after > before * (1 + 1e-5) + 1e-6:
+        raise CodecError("bad-metrics", f"{keys.NORM_AFTER_CLIP}={after} is more than {keys.NORM_BEFORE_CLIP}={before}")
+    return float(before), float(after)
 
 
 def elements(payloads: dict[str, Payload]) -> tuple[int, int]:
