@@ -118,3 +118,27 @@ def test_a_reported_norm_that_cannot_be_is_refused(metrics, reason):
 def test_no_report_is_none_and_a_true_one_is_kept():
     assert reported_norms(MetricRecord({})) is None
     assert reported_norms(MetricRecord({keys.NORM_BEFORE_CLIP: 2.0, keys.NORM_AFTER_CLIP: 0.25})) == (2.0, 0.25)
+
+
+def test_the_norms_bench_reads_them_back_per_block_of_rounds(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    run(tmp_path / "run", report=True)
+    bench = Path(__file__).resolve().parents[1] / "bench" / "update_norms.py"
+    done = subprocess.run([sys.executable, str(bench), str(tmp_path / "run"), "--blocks", "3"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.splitlines()[-1])["run"]
+    clients = [json.loads(line) for line in (tmp_path / "run" / "clients.jsonl").read_text().splitlines()]
+    assert [b["rounds"] for b in summary["blocks"]] == [[1, 1], [2, 2], [3, 3]]
+    for block in summary["blocks"]:
+        mine = [c for c in clients if c["round"] == block["rounds"][0]]
+        assert block["updates"] == 4 and block["max"] == max(c["norm_before_clip"] for c in mine)
+        assert block["clipped_share"] == sum(c["norm_after_clip"] < c["norm_before_clip"] * (1 - 1e-6)
+                                             for c in mine) / 4
+    run(tmp_path / "plain", report=False)
+    plain = subprocess.run([sys.executable, str(bench), str(tmp_path / "plain")], capture_output=True, text=True,
+                           timeout=120)
+    assert plain.returncode == 2 and "client.report_norms=true" in plain.stderr and "Traceback" not in plain.stderr
