@@ -6,6 +6,7 @@ each class's ``Options`` (pydantic, unknown keys are errors) validates its ``mod
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -56,19 +57,33 @@ def estimated_parameters(name: str, input_shape: tuple[int, ...], num_classes: i
                          options: Mapping[str, Any] | None = None) -> int:
     """The parameter count of the named model, from a build on PyTorch's ``meta`` device (shapes only,
     nothing allocated, no random draw)."""
-    kwargs = validate_model_options(name, options)
-    with torch.random.fork_rng(devices=[]), torch.device("meta"):
-        return parameter_count(MODELS[name](tuple(input_shape), num_classes, **kwargs))
+    return _meta_build(name, tuple(input_shape), num_classes, options)[0]
 
 
 def tensor_specs(name: str, input_shape: tuple[int, ...], num_classes: int,
                  options: Mapping[str, Any] | None = None) -> dict[str, tuple[str, tuple[int, ...]]]:
     """``{tensor: (numpy dtype name, shape)}`` of the named model's ``state_dict``, in order, from a
     build on the ``meta`` device (nothing allocated)."""
+    return {k: (dtype, shape) for k, dtype, shape in _meta_build(name, tuple(input_shape), num_classes, options)[1]}
+
+
+def _meta_build(name: str, input_shape: tuple[int, ...], num_classes: int, options: Mapping[str, Any] | None
+                ) -> tuple[int, tuple[tuple[str, str, tuple[int, ...]], ...]]:
+    """(parameter count, state_dict specs) of a ``meta`` build. Every training message asks for them
+    (a client checks the model it is sent), so they are kept per model class, input and options."""
     kwargs = validate_model_options(name, options)
-    with torch.random.fork_rng(devices=[]), torch.device("meta"):
-        model = MODELS[name](tuple(input_shape), num_classes, **kwargs)
-    return {k: (str(v.dtype).removeprefix("torch."), tuple(v.shape)) for k, v in model.state_dict().items()}
+    key = (MODELS[name], tuple(input_shape), num_classes, json.dumps(kwargs, sort_keys=True, default=repr))
+    if key not in _META_BUILDS:
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
+            model = MODELS[name](tuple(input_shape), num_classes, **kwargs)
+        specs = tuple((k, str(v.dtype).removeprefix("torch."), tuple(v.shape)) for k, v in model.state_dict().items())
+        if len(_META_BUILDS) >= 64:
+            _META_BUILDS.clear()
+        _META_BUILDS[key] = (parameter_count(model), specs)
+    return _META_BUILDS[key]
+
+
+_META_BUILDS: dict[tuple, tuple[int, tuple[tuple[str, str, tuple[int, ...]], ...]]] = {}
 
 
 def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, seed: int,
