@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fedgc.metrics import MetricsFileError, read_metrics  # noqa: E402
+from fedgc.metrics import MetricsFileError, read_metrics
 
 MAX_LINES = 10_000_000  # clients.jsonl lines read per run: a bound before the loop
 

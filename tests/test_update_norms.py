@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,11 +19,11 @@ from fedgc.compress.base import CompressionContext
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.update import build_compression, compress_update, global_norm
 from fedgc.flower import keys
+from fedgc.flower.client_app import app as fedgc_app
 from fedgc.flower.client_config import client_config_record, read_client_config
 from fedgc.flower.inline_grid import InlineGrid
-from fedgc.flower.validate import reported_norms
-from fedgc.flower.client_app import app as fedgc_app
 from fedgc.flower.loop import run_rounds
+from fedgc.flower.validate import reported_norms
 from fedgc.scenario import validate
 from fedgc.wire.codec import CodecError
 
@@ -121,14 +124,10 @@ def test_no_report_is_none_and_a_true_one_is_kept():
 
 
 def test_the_norms_bench_reads_them_back_per_block_of_rounds(tmp_path):
-    import subprocess
-    import sys
-    from pathlib import Path
-
     run(tmp_path / "run", report=True)
     bench = Path(__file__).resolve().parents[1] / "bench" / "update_norms.py"
     done = subprocess.run([sys.executable, str(bench), str(tmp_path / "run"), "--blocks", "3"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout.splitlines()[-1])["run"]
     clients = [json.loads(line) for line in (tmp_path / "run" / "clients.jsonl").read_text().splitlines()]
@@ -140,5 +139,5 @@ def test_the_norms_bench_reads_them_back_per_block_of_rounds(tmp_path):
                                              for c in mine) / 4
     run(tmp_path / "plain", report=False)
     plain = subprocess.run([sys.executable, str(bench), str(tmp_path / "plain")], capture_output=True, text=True,
-                           timeout=120)
+                           timeout=120, check=False)
     assert plain.returncode == 2 and "client.report_norms=true" in plain.stderr and "Traceback" not in plain.stderr

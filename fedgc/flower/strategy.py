@@ -24,12 +24,17 @@ from fedgc.compress.base import Payload
 from fedgc.core.records import AggregationStats
 from fedgc.flower import keys
 from fedgc.flower.update_record import CodecError, decode_update
-from fedgc.flower.validate import (check_consistency, check_metrics, check_reply_to, elements, reported_norms,
-                                  update_norm)
+from fedgc.flower.validate import (
+    MAX_REPLY_EXTRA_BYTES,
+    check_consistency,
+    check_metrics,
+    check_reply_to,
+    elements,
+    reply_content_bytes,
+    reported_norms,
+    update_norm,
+)
 from fedgc.server_optim import ServerOptimizer
-
-# The robust defaults (norm bound, weight cap) judge an update against the round's others: they act
-# from this many valid updates on. With two there is no majority to tell which one is the outlier.
 
 
 @dataclass
@@ -68,21 +73,6 @@ class SelectionPolicy:
 
     def to_select(self, total_nodes: int) -> int:
         return math.ceil(self.over_selection * self.wanted(total_nodes))
-
-
-MAX_REPLY_EXTRA_BYTES = 1_000_000  # a reply's records besides the update: a few metrics
-
-
-def reply_content_bytes(content) -> int:
-    """What a reply carries in all its records (arrays by their bytes, metrics and configs by their
-    values: 8 bytes a number, strings and bytes by their length), the update included."""
-    total = sum(record.count_bytes() for record in content.array_records.values())
-    for records in (content.metric_records, content.config_records):
-        for record in records.values():
-            for value in record.values():
-                items = value if isinstance(value, list) else [value]
-                total += sum(len(v) if isinstance(v, (str, bytes)) else 8 for v in items) + 8
-    return total
 
 
 class FedgcStrategy(FedAvg):

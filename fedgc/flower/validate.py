@@ -16,6 +16,20 @@ from fedgc.compress.update import payload_elements
 from fedgc.flower import keys
 from fedgc.wire.codec import CodecError
 
+MAX_REPLY_EXTRA_BYTES = 1_000_000  # a reply's records besides the update: a few metrics
+
+
+def reply_content_bytes(content) -> int:
+    """What a reply carries in all its records (arrays by their bytes, metrics and configs by their
+    values: 8 bytes a number, strings and bytes by their length), the update included."""
+    total = sum(record.count_bytes() for record in content.array_records.values())
+    for records in (content.metric_records, content.config_records):
+        for record in records.values():
+            for value in record.values():
+                items = value if isinstance(value, list) else [value]
+                total += sum(len(v) if isinstance(v, (str, bytes)) else 8 for v in items) + 8
+    return total
+
 
 def check_reply_to(reply: Message, expected: str | None) -> None:
     """``reply`` must answer the message this round sent to its node, pushed under ``expected`` (None:
