@@ -174,9 +174,8 @@ def _pct(value: float | None, decimals: int | None = None) -> str:
 
 
 def _count(value: float | None, decimals: int | None = None) -> str:
-    if value is None:
-        return "—"
-    return f"{int(value):,}" if float(value).is_integer() and decimals is None else _number(value, decimals)
+    whole = value is not None and float(value).is_integer() and decimals is None
+    return "—" if value is None else f"{int(value):,}" if whole else _number(value, decimals)
 
 
 def _ratio(value: float | None, decimals: int | None = None) -> str:

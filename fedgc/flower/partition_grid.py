@@ -259,8 +259,7 @@ class PartitionGrid(Transport):
         return replies
 
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
-        ids = list(self.push_messages(messages))
-        return poll_replies(self, ids, None if timeout is None else time.monotonic() + timeout)
+        return poll_replies(self, list(self.push_messages(messages)), None if timeout is None else time.monotonic() + timeout)
 
     # The nodes' states (checkpoints) -------------------------------------------------------------
     def _ask_each(self, message_type: str, contents: dict[int, RecordDict]) -> dict[int, Message]:
@@ -287,16 +286,13 @@ class PartitionGrid(Transport):
     def load_state_dict(self, state: dict) -> None:
         """Hand each node the state it had at the checkpoint (nodes with none start empty); with a store
         on disk, take the store back to the checkpoint's mark (or into it, the states a checkpoint holds)."""
-        if self.store is not None:
-            unknown = set(state.get("contexts", {})) - set(self.label_of.values())
-            if unknown:
-                raise ValueError(f"it holds state for node {min(unknown)}, which this scenario does not have")
-            self.store.load_state_dict(state)
-            return
-        saved = state["contexts"]
+        saved = state.get("contexts", {}) if self.store is not None else state["contexts"]
         unknown = set(saved) - set(self.label_of.values())
         if unknown:
             raise ValueError(f"it holds state for node {min(unknown)}, which this scenario does not have")
+        if self.store is not None:
+            self.store.load_state_dict(state)
+            return
         labels = self.get_node_ids()
         contents = {label: state_records(saved[label]) if label in saved else RecordDict() for label in labels}
         missing = sorted(set(labels) - set(self._ask_each(RESTORE_QUERY, contents)))
