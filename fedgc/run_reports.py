@@ -121,7 +121,7 @@ def read_runs(run_dirs: list[str | Path]) -> list[RunResult]:
 def write_report(runs: list[RunResult], out_dir: Path, fmt: str = "md") -> Path:
     """``out_dir/report.<fmt>`` and the overlay plots; returns the report's path."""
     from fedgc.plots import COMPARE_PLOT_FILES, accuracy_points, plot_comparison
-    from fedgc.plots.compare import mean_series
+    from fedgc.plots.overlays import mean_series
 
     out_dir.mkdir(parents=True, exist_ok=True)
     groups = group_runs(runs)

@@ -11,9 +11,9 @@ matplotlib.use("Agg")
 import pytest
 
 from fedgc.metrics import RoundRecord
-from fedgc.plots import compare as compare_plots
+from fedgc.plots import overlays as compare_plots
 from fedgc.plots import run as run_plots
-from fedgc.plots.compare import RunSeries, counted, plot_comparison
+from fedgc.plots.overlays import RunSeries, counted, plot_comparison
 from fedgc.plots.run import AccuracyPoint, accuracy_points, plot_run
 from fedgc.report_table import GroupRow, Stat, _cell, _number, _pct, _stat
 

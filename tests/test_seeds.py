@@ -15,7 +15,7 @@ import yaml
 from matplotlib.collections import PolyCollection
 
 from fedgc.plots import COMPARE_PLOT_FILES, accuracy_points
-from fedgc.plots.compare import mean_series, overlay_figure
+from fedgc.plots.overlays import mean_series, overlay_figure
 from fedgc.run_reports import main as report_main
 from fedgc.run_reports import read_runs
 from fedgc.simulate import main as simulate_main

@@ -67,7 +67,7 @@ def plot(runs: Sequence[Run], out: str | Path) -> list[Path]:
     """The overlay plots ``fedgc report --out`` draws (accuracy against simulated time and against
     uploaded bytes; seeds averaged with a ±std band) into ``out``; returns the files written."""
     from fedgc.plots import accuracy_points, plot_comparison
-    from fedgc.plots.compare import mean_series
+    from fedgc.plots.overlays import mean_series
 
     results = [_result(r, label) for r, label in zip(runs, _labels(runs))]
     groups = group_runs(results)

@@ -13,7 +13,7 @@ from typing import Any
 from fedgc.data.partition.base import PartitionError, PartitionFn
 from fedgc.data.partition.dirichlet import dirichlet
 from fedgc.data.partition.iid import iid
-from fedgc.data.partition.natural import natural
+from fedgc.data.partition.natural_groups import natural
 from fedgc.data.partition.pathological import pathological
 from fedgc.data.partition.shards import shards
 from fedgc.data.partition.size_skew import size_skew
