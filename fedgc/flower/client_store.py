@@ -24,6 +24,7 @@ from flwr.app import Context, RecordDict
 from fedgc.flower.client_state import records_state, state_records
 from fedgc.flower.disk_store import StoreError, open_disk_store
 from fedgc.flower.keys import CLIENT_STORE_DIR
+from fedgc.scenario import Scenario
 
 STORE_FILE = "client-state.sqlite"
 
@@ -68,11 +69,10 @@ class MemoryStore:
         pass
 
 
-def store_kind(scenario, parameters: int | None = None) -> str:
+def store_kind(scenario: Scenario, parameters: int | None = None) -> str:
     """``memory`` or ``disk`` for ``scenario`` (``client_state.store``; ``auto``: disk when every client
     holding fp32 momentum and velocity, 8 B per parameter, would pass ``client_state.auto_disk_gb``)."""
-    config = getattr(scenario, "client_state", None)
-    store = getattr(config, "store", "memory") if config is not None else "memory"
+    store = scenario.client_state.store
     if store != "auto":
         return store
     if parameters is None:
@@ -82,7 +82,7 @@ def store_kind(scenario, parameters: int | None = None) -> str:
         data = federated_data(scenario)
         parameters = estimated_parameters(scenario.model.name, data.input_shape, data.num_classes,
                                           scenario.model.options)
-    return "disk" if 8 * parameters * scenario.data.num_clients > config.auto_disk_gb * 1e9 else "memory"
+    return "disk" if 8 * parameters * scenario.data.num_clients > scenario.client_state.auto_disk_gb * 1e9 else "memory"
 
 
 def message_generation(message) -> int | None:

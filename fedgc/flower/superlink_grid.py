@@ -44,6 +44,7 @@ from flwr.supercore.inflatable.inflatable_utils import (
     inflate_object_from_contents,
 )
 from flwr.supercore.run import Run
+from flwr.superlink.grid.http_grid import HttpGrid
 
 from fedgc.flower.partition_grid import poll_replies
 
@@ -160,13 +161,9 @@ class SuperLinkGrid(Grid):
                         reason=f"Reply message objects are unavailable: {error}"))
 
 
-def _has_internals(grid: Grid) -> bool:
-    return hasattr(type(grid), "_runtime_client") and hasattr(grid, "_run") and hasattr(grid, "node")
-
-
 def collecting(grid: Grid) -> Grid:
     """``grid`` with replies collected as they complete when it is Flower's ``HttpGrid`` (the
     internals this reads are there), else ``grid`` itself."""
-    if not _has_internals(grid):
+    if not isinstance(grid, HttpGrid):  # Flower 1.41 and 1.42 both: flwr.superlink.grid.http_grid
         return grid
     return SuperLinkGrid(grid)
