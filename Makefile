@@ -29,10 +29,11 @@ install: $(STAMP)
 run: $(RUN_STAMP)
 	$(PY) -m fedgc.simulate $(SCENARIO) --baseline
 
-# pytest-xdist workers for make test: most of the slow tests wait on subprocesses (SuperLinks, SuperNodes,
-# Ray, the JVM), so 3 workers overlap the waiting even on 2 cores. tests/conftest.py keeps the netns and
-# the ray tests on one worker each (xdist_group). Serially: make test XDIST=
+# pytest-xdist workers (times in README.md). make test: 3, as its slow tests also wait on SuperLinks,
+# SuperNodes, Ray and the JVM; tests/conftest.py keeps the netns and the ray tests on one worker each
+# (xdist_group). make test-fast: 2. Serially: make test XDIST= / make test-fast XDIST_FAST=
 XDIST ?= -n 3 --dist loadgroup
+XDIST_FAST ?= -n 2 --dist loadgroup
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(XDIST) --durations=25  # the 25 slowest tests, for whoever speeds the suite up
@@ -41,7 +42,7 @@ test: $(STAMP)
 FAST_SELECTION := not deployment and not ray and not jvm and not netns and not notebook and not slow
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "$(FAST_SELECTION)" $(ARGS)
+	$(PY) -m pytest -q $(XDIST_FAST) -m "$(FAST_SELECTION)" $(ARGS)
 
 # The JVM/Android SuperNode (clients/jvm/README.md): needs a JDK, protoc and protobuf-java (Debian:
 # openjdk-17-jdk-headless protobuf-compiler libprotobuf-java), not the venv. jvm-proto rewrites the
