@@ -29,10 +29,10 @@ install: $(STAMP)
 run: $(RUN_STAMP)
 	$(PY) -m fedgc.simulate $(SCENARIO) --baseline
 
-# pytest-xdist workers (times in README.md). make test: 4 on 2 cores, as its slow tests also wait on SuperLinks,
+# pytest-xdist workers (times in README.md). make test: 3, as its slow tests also wait on SuperLinks,
 # SuperNodes, Ray and the JVM; tests/conftest.py keeps the netns and the ray tests on one worker each
 # (xdist_group). make test-fast: 2. Serially: make test XDIST= / make test-fast XDIST_FAST=
-XDIST ?= -n 4 --dist loadgroup
+XDIST ?= -n 3 --dist loadgroup
 XDIST_FAST ?= -n 2 --dist loadgroup
 
 test: $(STAMP)
