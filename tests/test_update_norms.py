@@ -36,7 +36,7 @@ def update(scale: float) -> dict[str, torch.Tensor]:
 def compressed(config: CompressionConfig, delta, num_clients: int = 4):
     compressor, memory = build_compression(config)
     ctx = CompressionContext(round=1, density=0.01, generator=torch.Generator().manual_seed(0), num_clients=num_clients)
-    return compress_update(delta, compressor, memory, ctx)
+    return compress_update(delta, compressor, memory, ctx, norms=True)
 
 
 @pytest.mark.parametrize("scale", [0.01, 10.0])

@@ -26,8 +26,8 @@ class CompressedUpdate:
     elements_total: int
     # Global L2 norm of the update as trained (Δ) and as the compressor took it after its own
     # preparation (DGC's local clipping); equal for compressors that prepare nothing.
-    norm_before_clip: float = 0.0
-    norm_after_clip: float = 0.0
+    norm_before_clip: float | None = None  # only with compress_update(..., norms=True)
+    norm_after_clip: float | None = None
 
 
 def build_compression(config: CompressionConfig) -> tuple[Compressor, Memory]:
@@ -51,6 +51,7 @@ def compress_update(
     *,
     dense_small_tensors: bool = True,
     value_dtype: str = "fp32",
+    norms: bool = False,
 ) -> CompressedUpdate:
     """Compress every tensor of ``update``; the memory keeps exactly what was not sent.
 
@@ -62,9 +63,9 @@ def compress_update(
     elements_sent = elements_total = 0
     if ctx.memory is None:  # methods with state beyond error feedback (PowerSGD's Q) keep it here
         ctx.memory = memory
-    norm_before = global_norm(update)
+    norm_before = global_norm(update) if norms else None  # each a host sync on a GPU: only when asked
     update = compressor.prepare_update(update, ctx)
-    norm_after = global_norm(update)
+    norm_after = global_norm(update) if norms else None
     for name, tensor in update.items():
         compensated = memory.compensate(tensor.detach().to(torch.float32), name)
         if dense_small_tensors and tensor.dim() <= 1:

@@ -218,7 +218,7 @@ def train(msg: Message, context: Context) -> Message:
                              num_clients=round_config.num_clients)
     compressed = compress_update(delta, compressor, memory, ctx,
                                  dense_small_tensors=settings.compression.dense_small_tensors,
-                                 value_dtype=settings.compression.value_dtype)
+                                 value_dtype=settings.compression.value_dtype, norms=settings.report_norms)
 
     _store_tensors(context, MEMORY_KEY, memory.state_dict())
     _store_tensors(context, PENDING_KEY, {f"{server_round}/{k}": v for k, v in compressed.sent.items()})
