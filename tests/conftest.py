@@ -67,6 +67,31 @@ def _name_the_groups(items: list[pytest.Item]) -> None:
                                     "(see _name_the_groups in tests/conftest.py)")
 
 
+NETNS_NICE = -10  # CFS weight 9,548 against a default process's 1,024
+
+
+@pytest.fixture(autouse=True)
+def _netns_tests_go_first_on_the_cpu(request):
+    """A netns test times transfers (a rate within 10 %, a reply within a poll) while the other xdist
+    workers keep both cores busy with SuperLinks, Ray and the JVM build; seen in CI: a reply taken
+    0.91 s after its last byte, a 5 s transfer measured at 5.90 s. For the test's duration its worker
+    and everything the test starts (SuperLink, SuperNodes, ServerApp, inherit the nice value) run at
+    nice -10, so the scheduler serves them first. Only root may lower a nice value; the netns tests
+    skip without root anyway."""
+    if request.node.get_closest_marker("netns") is None:
+        yield
+        return
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, NETNS_NICE)
+    except PermissionError:
+        pass
+    try:
+        yield
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, before)  # raising a nice value back is always allowed
+
+
 def shared_dir() -> Path:
     return Path(os.environ.get("FEDGC_SHARED_DIR", REPO.parent / "shared"))
 
