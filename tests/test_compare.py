@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -105,19 +106,34 @@ def test_the_first_signal_asks_to_stop_after_the_round_and_a_second_stops_at_onc
         signal.signal(signal.SIGINT, inherited)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_an_interrupted_quickstart_keeps_its_work_and_resumes_to_the_uninterrupted_metrics(tmp_path, sig):
-    """Stopped around round 7 (checkpoint every 10): a checkpoint of the round it stopped after,
-    summary.json saying interrupted, plots and model.pt; --resume ends with the uninterrupted rows."""
+def _short_quickstart(folder) -> Path:
     tree = yaml.safe_load((REPO / "scenarios" / "quickstart.yaml").read_text())
     tree.update(rounds=12, checkpoint_every=10)
-    path = tmp_path / "q.yaml"
+    path = folder / "q.yaml"
     path.write_text(yaml.safe_dump(tree))
+    return path
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_quickstart(tmp_path_factory) -> bytes:
+    """metrics.jsonl of the 12-round quickstart run without a stop, made once for both signals."""
+    folder = tmp_path_factory.mktemp("quickstart")
+    done = subprocess.run([sys.executable, "-m", "fedgc.simulate", str(_short_quickstart(folder)), "--out",
+                           str(folder / "reference"), "--quiet"], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    return (folder / "reference" / "metrics.jsonl").read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group(name="interrupted_quickstart")  # one worker: the uninterrupted run is made once
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_quickstart_keeps_its_work_and_resumes_to_the_uninterrupted_metrics(
+        tmp_path, uninterrupted_quickstart, sig):
+    """Stopped around round 7 (checkpoint every 10): a checkpoint of the round it stopped after,
+    summary.json saying interrupted, plots and model.pt; --resume ends with the uninterrupted rows."""
+    path = _short_quickstart(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    reference = tmp_path / "reference"
-    assert subprocess.run([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(reference), "--quiet"],
-                          cwd=REPO, env=env, capture_output=True, timeout=300, check=False).returncode == 0
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(out), "--quiet"],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -147,5 +163,5 @@ def test_an_interrupted_quickstart_keeps_its_work_and_resumes_to_the_uninterrupt
     done = subprocess.run([sys.executable, "-m", "fedgc.simulate", "--resume", str(out), "--quiet"], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
-    assert (out / "metrics.jsonl").read_bytes() == (reference / "metrics.jsonl").read_bytes()
+    assert (out / "metrics.jsonl").read_bytes() == uninterrupted_quickstart
     assert read_summary(out / "summary.json").stopped_reason == "completed"
