@@ -54,7 +54,7 @@ def _export_data(argv):
 
 
 def _submit(argv):
-    from fedgc.flower.submit import main
+    from fedgc.submit import main
     return main(argv)
 
 

@@ -235,25 +235,54 @@ def test_a_temporary_store_left_by_a_killed_process_is_removed_by_the_next_one(t
     import sys
     import tempfile
 
-    from fedgc.flower.disk_store import open_disk_store
-    from fedgc.flower.temporary_store import TemporaryStoreDir
+    from fedgc.flower.disk_store import open_disk_store, release_under
+    from fedgc.flower.inline_grid import STORE_DIR_PREFIX
+    from fedgc.temporary_folders import TemporaryFolder
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
     code = ("import os, signal, sys; from fedgc.flower.disk_store import open_disk_store\n"
-            "from fedgc.flower.temporary_store import TemporaryStoreDir\n"
-            "d = TemporaryStoreDir(); open_disk_store(d.path / 'client-state.sqlite')\n"
+            "from fedgc.temporary_folders import TemporaryFolder\n"
+            f"d = TemporaryFolder({STORE_DIR_PREFIX!r}); open_disk_store(d.path / 'client-state.sqlite')\n"
             "print(d.path, flush=True); os.kill(os.getpid(), signal.SIGKILL)")
     killed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                             env={**os.environ, "TMPDIR": str(tmp_path)}, check=False)
     assert killed.returncode == -signal.SIGKILL
     left = Path(killed.stdout.strip())
     assert left.parent == tmp_path and (left / "client-state.sqlite").exists()
-    alive = tmp_path / f"fedgc-client-state-{os.getpid()}-x"  # a live process's folder is not touched
+    alive = tmp_path / f"{STORE_DIR_PREFIX}{os.getpid()}-x"  # a live process's folder is not touched
     alive.mkdir()
 
-    mine = TemporaryStoreDir()
+    mine = TemporaryFolder(STORE_DIR_PREFIX)
     open_disk_store(mine.path / "client-state.sqlite")
     assert not left.exists() and alive.exists() and mine.path.exists()
+    release_under(mine.path)
     mine.cleanup()
     assert not mine.path.exists()
+
+
+def test_a_run_without_a_folder_keeps_its_disk_store_in_a_temporary_folder_it_removes(tmp_path, monkeypatch,
+                                                                                       tiny_scenario):
+    """``fedgc.run(out=None)`` with ``client_state.store: disk``: the store lives in a temporary folder
+    named after this process while the run goes on, and nothing of it is left once the run has returned."""
+    import gc
+    import tempfile
+
+    import fedgc
+    from fedgc.flower.inline_grid import STORE_DIR_PREFIX
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    seen: list[dict[str, list[str]]] = []  # per round: each store folder and the files in it
+
+    def look(record) -> None:
+        seen.append({f.name: sorted(p.name for p in f.iterdir())
+                     for f in tmp_path.glob(f"{STORE_DIR_PREFIX}{os.getpid()}-*")})
+
+    tree = scenario_with(tiny_scenario, "disk")
+    done = fedgc.run(tree, on_round=look)
+    gc.collect()
+    assert len(done.rounds) == tree["rounds"] == len(seen)
+    assert all(len(folders) == 1 and STORE_FILE in next(iter(folders.values())) for folders in seen), seen
+    assert len({name for folders in seen for name in folders}) == 1, "one folder for the whole run"
+    assert not list(tmp_path.glob(f"{STORE_DIR_PREFIX}*")), "the temporary store folder was left behind"

@@ -14,7 +14,7 @@ FLOWER_FREE = ["scenario_errors.py", "sweep_jobs.py", "compress", "network", "da
                "metrics.py", "scenario.py", "plots", "progress.py", "run_reports.py", "sweep_runner.py", "sweep_plan.py", "simulate.py",
                "api", "extensions.py", "import_paths.py", "options.py", "aggregators.py", "__init__.py", "scenario_sections.py",
                "check.py", "run_folder.py", "yaml12.py", "execution", "fetch", "paths.py", "process_tree.py",
-               "process_guard.py", "runtime_record.py", "bounded.py", "readiness.py"]
+               "process_guard.py", "runtime_record.py", "bounded.py", "readiness.py", "temporary_folders.py"]
 # Inside the core: which fedgc packages each leaf may import besides itself (nothing else of fedgc).
 # fedgc.fetch.hint: the ``fedgc fetch`` command a missing data set or trace names (it reads only
 # fetch's own file list, fedgc/fetch/files.tsv).
@@ -66,6 +66,21 @@ def test_a_leaf_imports_only_itself(leaf):
     assert not foreign_imports(PACKAGE, leaf, LEAVES[leaf])
 
 
+# fedgc.flower holds adapters only: every module there imports flwr itself, except the two that drive
+# Flower's command-line tools in processes of their own (and the package's empty __init__).
+FLOWER_CLI_DRIVERS = {"flower_engine.py", "runtime_processes.py"}
+
+
+def flwr_free_modules(flower_package: Path) -> set[str]:
+    """The modules directly in ``flower_package`` that import nothing of flwr themselves."""
+    return {path.name for path in flower_package.glob("*.py") if path.name != "__init__.py"
+            and not any(within(m, "flwr") for m in imported_modules(path))}
+
+
+def test_every_module_of_the_flower_package_but_the_cli_drivers_adapts_flwr():
+    assert flwr_free_modules(PACKAGE / "flower") == FLOWER_CLI_DRIVERS
+
+
 def test_a_planted_violation_is_caught(tmp_path):
     """The checks fail on the imports they exist to forbid, nested in a function as a lazy import would be."""
     (tmp_path / "network").mkdir()
@@ -76,3 +91,7 @@ def test_a_planted_violation_is_caught(tmp_path):
                                                    "network/link.py: fedgc.flower.setup.SCENARIO_YAML"]
     assert flower_imports(tmp_path, "sweep.py") == ["sweep.py: fedgc.flower"]
     assert "network/link.py: fedgc.compress.dgc" in foreign_imports(tmp_path, "network", set())
+    (tmp_path / "flower").mkdir()
+    (tmp_path / "flower" / "adapter.py").write_text("def f():\n    from flwr.app import Message\n")
+    (tmp_path / "flower" / "helper.py").write_text("import os\nfrom fedgc.flower import adapter\n")
+    assert flwr_free_modules(tmp_path / "flower") == {"helper.py"}

@@ -24,12 +24,13 @@ from fedgc.core.threads import pin_threads
 from fedgc.execution.device import resolve_device
 from fedgc.flower.batched import RoundTrainer
 from fedgc.flower.client_store import STORE_FILE, MemoryStore, message_generation, store_kind
-from fedgc.flower.disk_store import DamagedState, StoreError, open_disk_store, release_store
+from fedgc.flower.disk_store import DamagedState, StoreError, open_disk_store, release_store, release_under
 from fedgc.flower.message_size import roundtrip
-from fedgc.flower.temporary_store import TemporaryStoreDir
 from fedgc.flower.transport import Transport
+from fedgc.temporary_folders import TemporaryFolder
 
 CLIENT_APP_EXCEPTION = 101  # Error.code for a ClientApp that raised (same meaning as Flower's)
+STORE_DIR_PREFIX = "fedgc-client-state-"  # the temporary folder of a disk store when a run has no run folder
 
 
 T = TypeVar("T")
@@ -55,7 +56,7 @@ class InlineGrid(Transport):
         # Where the clients' states wait between their turns (fedgc.flower.client_store): by default in
         # their contexts; ``use_disk_store`` moves them to a file, loaded for a message and written after.
         self.store = MemoryStore(self.contexts)
-        self._store_dir: TemporaryStoreDir | None = None
+        self._store_dir: TemporaryFolder | None = None
         # A round's train messages, handed over before any is delivered: ``client.execution:
         # vectorized`` trains them together and leaves each result on its message for the ClientApp
         # (fedgc.flower.round_training). The grid itself trains nothing.
@@ -96,8 +97,8 @@ class InlineGrid(Transport):
         from fedgc.run_folder import CHECKPOINT
 
         if out_dir is None:
-            self._store_dir = TemporaryStoreDir()
-            weakref.finalize(self, self._store_dir.cleanup)
+            self._store_dir = TemporaryFolder(STORE_DIR_PREFIX)
+            weakref.finalize(self, _remove_store_dir, self._store_dir)
             out_dir = self._store_dir.path
         resuming = (Path(out_dir) / CHECKPOINT).is_file()
         self.store = open_disk_store(Path(out_dir) / STORE_FILE, fresh=not resuming)
@@ -195,3 +196,9 @@ class InlineGrid(Transport):
 
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
         return self.pull_messages(self.push_messages(messages))
+
+
+def _remove_store_dir(folder: TemporaryFolder) -> None:
+    """Close the stores this process opened in ``folder``, then remove it."""
+    release_under(folder.path)
+    folder.cleanup()

@@ -1,17 +1,20 @@
-"""The run-config keys both apps read, and the scenario they name (no state; the parts derived from
-the scenario are in ``fedgc.core.parts``)."""
+"""The run-config keys both apps read, and the scenario they name: Flower's run config (``UserConfig``,
+``Context.run_config``) to fedgc's ``Scenario`` (no state; the parts derived from the scenario are in
+``fedgc.core.parts``)."""
 
 from __future__ import annotations
 
 import functools
 from pathlib import Path
 
+from flwr.app import UserConfig
+
 from fedgc.flower.keys import NODE_WAIT_S, OUT_DIR, QUIET, SCENARIO_PATH, SCENARIO_YAML  # noqa: F401 — defined in keys.py
 from fedgc.scenario import Scenario, load_scenario, validate
 from fedgc.yaml12 import load as yaml12_load
 
 
-def scenario_from_run_config(run_config: dict) -> Scenario:
+def scenario_from_run_config(run_config: UserConfig) -> Scenario:
     if run_config.get(SCENARIO_YAML):
         return _scenario_from_text(str(run_config[SCENARIO_YAML]))
     return load_scenario(str(_scenario_path(str(run_config[SCENARIO_PATH]))))
