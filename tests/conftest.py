@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,21 @@ def _netns_tests_go_first_on_the_cpu(request):
         yield
     finally:
         os.setpriority(os.PRIO_PROCESS, 0, before)  # raising a nice value back is always allowed
+
+
+@pytest.fixture(scope="session")
+def flower_app(tmp_path_factory) -> Path:
+    """The repository's Flower app without the rest of the checkout, for ``flwr run``: pyproject.toml
+    (its ``[tool.flwr.app]``), README.md, the ``fedgc`` package and the scenarios. Flower's FAB builder
+    lists every file under the app folder before it filters them (``flwr.cli.utils.collect_files``),
+    the virtual environment's 60,000 too: 4–5 s of CPU for each ``flwr run`` of the repository itself,
+    on a machine the suite keeps busy. ``test_deployment`` still submits the repository once."""
+    app = tmp_path_factory.mktemp("flower-app")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, app / name)
+    for name in ("fedgc", "scenarios"):
+        shutil.copytree(REPO / name, app / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return app
 
 
 def shared_dir() -> Path:

@@ -74,17 +74,18 @@ def deployment(tmp_path_factory):
         yield running
 
 
-def submit(scenario: dict, tmp_path, deployment, node_wait_s: float = 60.0) -> tuple[dict, list[dict]]:
-    """``flwr run`` the repository as the Flower app on the deployment; (summary, metrics rows)."""
-    env, logs = deployment
+def submit(scenario: dict, tmp_path, deployment, app, node_wait_s: float = 60.0) -> tuple[dict, list[dict]]:
+    """``flwr run`` ``app`` (the repository, or the ``flower_app`` fixture's copy of its app) on the
+    deployment; (summary, metrics rows)."""
+    env, _ = deployment
     out = tmp_path / "out"
     run_config = tmp_path / "run-config.toml"
     run_config.write_text(tomli_w.dumps({"scenario-yaml": yaml.safe_dump(scenario), "out-dir": str(out),
                                          "quiet": True, "node-wait-s": node_wait_s}))
-    pyproject = (REPO / "pyproject.toml").read_bytes()
+    pyproject = (app / "pyproject.toml").read_bytes()
     log = tmp_path / "flwr-run.log"
-    result = flwr_run(REPO, CONNECTION, run_config, env, log, timeout_s=240)
-    assert (REPO / "pyproject.toml").read_bytes() == pyproject, "flwr run rewrote pyproject.toml"
+    result = flwr_run(app, CONNECTION, run_config, env, log, timeout_s=240)
+    assert (app / "pyproject.toml").read_bytes() == pyproject, "flwr run rewrote pyproject.toml"
     run_log = log.read_text(errors="replace")
     assert result.returncode == 0, run_log
     assert (out / "summary.json").exists(), run_log
@@ -93,7 +94,7 @@ def submit(scenario: dict, tmp_path, deployment, node_wait_s: float = 60.0) -> t
 
 
 def test_two_supernodes_send_sparse_updates_the_server_aggregates(tmp_path, deployment):
-    summary, rows = submit(SCENARIO, tmp_path, deployment)
+    summary, rows = submit(SCENARIO, tmp_path, deployment, REPO)  # the repository itself, as docs/deploy-edge.md submits it
     assert summary["rounds"] == 2 and [r["round"] for r in rows] == [1, 2]
     assert summary["updates_applied"] == 4 and summary["updates_rejected"] == 0
     for row in rows:
@@ -108,11 +109,11 @@ def test_two_supernodes_send_sparse_updates_the_server_aggregates(tmp_path, depl
     assert 0.0 <= summary["final_accuracy"] <= 1.0
 
 
-def test_supernodes_rebuild_the_model_from_compressed_downloads(tmp_path, deployment):
+def test_supernodes_rebuild_the_model_from_compressed_downloads(tmp_path, deployment, flower_app):
     """The downlink mod runs in each real SuperNode: downloads are compressed differences, every client
     stays in sync (no failure, no reset) and the run learns as the dense-download run does."""
     scenario = {**SCENARIO, "rounds": 3, "downlink": {"name": "topk", "density": 0.05}}
-    summary, rows = submit(scenario, tmp_path, deployment)
+    summary, rows = submit(scenario, tmp_path, deployment, flower_app)
     from fedgc.models import build_model
 
     model = build_model("mlp", (1, 8, 8), 10, 0)  # digits: 8×8 images, 10 classes
@@ -123,7 +124,7 @@ def test_supernodes_rebuild_the_model_from_compressed_downloads(tmp_path, deploy
         assert row["bytes_down"] < 0.25 * 2 * dense_model_bytes  # two downloads, each a fraction of the model
 
 
-def test_a_supernode_that_connects_during_the_run_joins_it(tmp_path):
+def test_a_supernode_that_connects_during_the_run_joins_it(tmp_path, flower_app):
     """A phone need not be online when the run starts: the census finds partition 0 alone and the run
     goes on with it; the SuperNode of partition 1, started once round 1 is recorded, is asked for its
     partition between rounds, admitted without holding up a round, and trains from then on."""
@@ -140,7 +141,7 @@ def test_a_supernode_that_connects_during_the_run_joins_it(tmp_path):
 
         starter = threading.Thread(target=start_when_round_1_is_in, daemon=True)
         starter.start()
-        summary, rows = submit(scenario, tmp_path, running, node_wait_s=25.0)
+        summary, rows = submit(scenario, tmp_path, running, flower_app, node_wait_s=25.0)
         starter.join(timeout=5)
     assert rows[0]["applied_nodes"] == [1]  # the census found partition 0 only
     joined = [r["round"] for r in rows if r["applied_nodes"] == [1, 2]]
@@ -148,7 +149,7 @@ def test_a_supernode_that_connects_during_the_run_joins_it(tmp_path):
     assert summary["clients_failed"] == 0 and summary["updates_rejected"] == 0
 
 
-def test_a_failed_serverapp_makes_the_launcher_exit_non_zero_saying_so(tmp_path, deployment):
+def test_a_failed_serverapp_makes_the_launcher_exit_non_zero_saying_so(tmp_path, deployment, flower_app):
     """Flower's ``flwr run`` exits 0 when the ServerApp raised (here: a run config whose scenario is
     not YAML); fedgc's launcher asks the SuperLink how the run ended and says so."""
     env, _ = deployment
@@ -156,14 +157,14 @@ def test_a_failed_serverapp_makes_the_launcher_exit_non_zero_saying_so(tmp_path,
     run_config.write_text(tomli_w.dumps({"scenario-yaml": "rounds: [", "out-dir": str(tmp_path / "out"),
                                          "quiet": True, "node-wait-s": 5.0}))
     log = tmp_path / "flwr-run.log"
-    result = flwr_run(REPO, CONNECTION, run_config, env, log, timeout_s=240)
+    result = flwr_run(flower_app, CONNECTION, run_config, env, log, timeout_s=240)
     last = log.read_text(errors="replace").strip().splitlines()[-1]
     assert result.returncode == 1 and last.startswith("fedgc: run ") and last.endswith(" ended finished:failed"), last
     # The same through the command the docs use: `fedgc submit`.
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "fedgc.cli", "submit", str(REPO), CONNECTION, "--run-config",
+    done = subprocess.run([sys.executable, "-m", "fedgc.cli", "submit", str(flower_app), CONNECTION, "--run-config",
                            str(run_config), "--log", str(tmp_path / "submit.log")], env={**env, "PYTHONPATH": str(REPO)},
                           capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 1 and done.stderr.startswith("error: the run failed (fedgc: run "), done.stderr

@@ -128,7 +128,7 @@ def _with(tree: dict, dotted: dict) -> dict:
 
 
 @pytest.mark.deployment
-def test_two_supernodes_train_on_their_own_files(tmp_path):
+def test_two_supernodes_train_on_their_own_files(tmp_path, flower_app):
     scenario = {**SCENARIO, "rounds": 2}
     skewed = _with(scenario, DIRICHLET)
     files = tmp_path / "devices"
@@ -142,7 +142,7 @@ def test_two_supernodes_train_on_their_own_files(tmp_path):
 
     with local_deployment(tmp_path, data_dirs=[files / f"partition-{p}" for p in (0, 1)]) as running:
         (tmp_path / "deployed").mkdir()
-        summary, rows = submit(scenario, tmp_path / "deployed", running)  # the server's scenario: iid
+        summary, rows = submit(scenario, tmp_path / "deployed", running, flower_app)  # the server's scenario: iid
     assert summary["updates_applied"] == 4 and summary["clients_failed"] == 0
 
     deployed = [(r["accuracy"], r["train_loss"]) for r in rows]

@@ -24,7 +24,6 @@ from fedgc.flower.runtime_processes import (
 )
 from fedgc.scenario import validate
 
-from .conftest import REPO
 from .test_extensions import MODULE
 from .test_flower_engine import _rows, differences
 
@@ -62,7 +61,7 @@ def test_a_user_model_and_compressor_on_flowers_simulation_runtime(tmp_path, plu
 
 
 @pytest.mark.deployment
-def test_a_user_model_and_compressor_on_a_real_deployment(tmp_path, plugin_scenario):
+def test_a_user_model_and_compressor_on_a_real_deployment(tmp_path, flower_app, plugin_scenario):
     """Node 1 lists the module and trains; node 2 does not, and refuses every round."""
     module, folder, tree = plugin_scenario
     home = tmp_path / "flwr-home"
@@ -80,7 +79,7 @@ def test_a_user_model_and_compressor_on_a_real_deployment(tmp_path, plugin_scena
         run_config = tmp_path / "run-config.toml"
         run_config.write_text(tomli_w.dumps({"scenario-yaml": yaml.safe_dump(tree), "out-dir": str(out),
                                              "quiet": True, "node-wait-s": 60.0}))
-        result = flwr_run(REPO, CONNECTION, run_config, env, tmp_path / "flwr-run.log", timeout_s=240)
+        result = flwr_run(flower_app, CONNECTION, run_config, env, tmp_path / "flwr-run.log", timeout_s=240)
     finally:
         for process in reversed(processes):
             process.stop()

@@ -31,7 +31,6 @@ from fedgc.flower.runtime_processes import (
     write_connection,
 )
 
-from .conftest import REPO
 from .test_jvm_client import JAR, TESTS_JAR, jar  # noqa: F401  (the fixture: make jvm, or skip)
 
 pytestmark = pytest.mark.deployment
@@ -65,7 +64,7 @@ def wait_for_text(path, text: str, timeout_s: float) -> bool:
     return False
 
 
-def test_a_hostile_node_beside_honest_ones_does_not_stop_the_serverapp(tmp_path, jar):  # noqa: F811
+def test_a_hostile_node_beside_honest_ones_does_not_stop_the_serverapp(tmp_path, flower_app, jar):  # noqa: F811
     home = tmp_path / "flwr-home"
     env = flower_env(home)
     port = free_port()
@@ -92,7 +91,7 @@ def test_a_hostile_node_beside_honest_ones_does_not_stop_the_serverapp(tmp_path,
 
         late = threading.Thread(target=start_late_once_the_census_is_done, daemon=True)
         late.start()
-        result = flwr_run(REPO, "census-hostile", run_config, env, log, timeout_s=300)
+        result = flwr_run(flower_app, "census-hostile", run_config, env, log, timeout_s=300)
         late.join(timeout=5)
     finally:
         for process in reversed(processes):

@@ -147,7 +147,7 @@ def test_poll_and_heartbeat_intervals_are_checked(jar):  # noqa: F811
         assert bad.returncode == 2 and bad.stderr.splitlines()[0].startswith(f"error: {error}"), bad.stderr
 
 
-def test_jvm_node_trains_in_a_dgc_run_with_compressed_downloads(tmp_path, jar):  # noqa: F811
+def test_jvm_node_trains_in_a_dgc_run_with_compressed_downloads(tmp_path, flower_app, jar):  # noqa: F811
     # The shipped scenario for phones (scenarios/jvm_phones.yaml), 3 of its rounds, a checkpoint after round 2.
     shipped = yaml.safe_load((REPO / "scenarios" / "jvm_phones.yaml").read_text())
     assert shipped["model"]["name"] == "mlp" and shipped["compression"]["name"] == "dgc"
@@ -169,7 +169,7 @@ def test_jvm_node_trains_in_a_dgc_run_with_compressed_downloads(tmp_path, jar): 
         processes.append(node)
         config, out = run_config(scenario, tmp_path)
         log = tmp_path / "flwr-run.log"
-        result = flwr_run(REPO, "jvm-e2e", config, env, log, timeout_s=240)
+        result = flwr_run(flower_app, "jvm-e2e", config, env, log, timeout_s=240)
         assert result.returncode == 0, log.read_text(errors="replace")[-4000:]
         assert node.running(), node.log_tail()
     finally:
@@ -256,7 +256,7 @@ def load_npz(path: Path) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.skipif(not (shutil.which("openssl") and shutil.which("ssh-keygen")), reason="needs openssl and ssh-keygen")
-def test_jvm_node_over_tls_survives_a_kill_and_loses_nothing(tmp_path, jar):  # noqa: F811
+def test_jvm_node_over_tls_survives_a_kill_and_loses_nothing(tmp_path, flower_app, jar):  # noqa: F811
     held_round = 2
     scenario = {**BASE, "name": "jvm-e2e-fault", "rounds": 4,
                 # DGC without momentum correction: its memory accumulates Δ itself, so the law is exact.
@@ -311,7 +311,7 @@ def test_jvm_node_over_tls_survives_a_kill_and_loses_nothing(tmp_path, jar):  # 
         log = tmp_path / "flwr-run.log"
 
         def submit() -> None:
-            run["result"] = flwr_run(REPO, "edge", config, env, log, timeout_s=300)
+            run["result"] = flwr_run(flower_app, "edge", config, env, log, timeout_s=300)
 
         runner = threading.Thread(target=submit)
         runner.start()

@@ -56,7 +56,6 @@ from fedgc.flower.runtime_processes import (
     write_connection,
 )
 
-from .conftest import REPO
 from .test_jvm_client import JAR, jar  # noqa: F401  (the fixture: make jvm, or skip)
 
 pytestmark = pytest.mark.jvm
@@ -248,7 +247,7 @@ def record(figures: dict) -> None:
             f.write(json.dumps(figures) + "\n")
 
 
-def measure_connections(tmp_path: Path, tls: bool, jar_path: Path = JAR, rounds: int = 5,
+def measure_connections(tmp_path: Path, app: Path, tls: bool, jar_path: Path = JAR, rounds: int = 5,
                         idle_s: float = 10.0, keep_alive: bool = True, poll_s: float = 1.0) -> dict:
     """One JVM node through a counting proxy: connections and calls while idle for ``idle_s`` and
     during a run of ``rounds`` rounds. ``keep_alive=False`` runs the JVM with ``-Dhttp.keepAlive=false``
@@ -294,7 +293,7 @@ def measure_connections(tmp_path: Path, tls: bool, jar_path: Path = JAR, rounds:
         idle = proxy.count(idle_start, time.time())
         config, out = write_run_config(scenario, tmp_path)
         log = tmp_path / "flwr-run.log"
-        result = flwr_run(REPO, connection, config, env, log, timeout_s=240)
+        result = flwr_run(app, connection, config, env, log, timeout_s=240)
         assert result.returncode == 0, log.read_text(errors="replace")[-3000:]
         rows = rows_of(out)
         assert [r["round"] for r in rows] == list(range(1, rounds + 1)), node.log_tail()
@@ -334,10 +333,10 @@ def log_time(line: str) -> float:
 
 
 @pytest.mark.parametrize("tls", [False, True], ids=["insecure", "tls"])
-def test_connections_per_round(tmp_path, jar, tls):  # noqa: F811
+def test_connections_per_round(tmp_path, flower_app, jar, tls):  # noqa: F811
     if tls and not shutil.which("openssl"):
         pytest.skip("needs openssl")
-    figures = measure_connections(tmp_path, tls)
+    figures = measure_connections(tmp_path, flower_app, tls)
     record({"test": "connections", **figures})
     # Keep-alive: one connection serves many calls. Idle, the node polls once a second (60 calls a
     # minute) and sends a heartbeat about every 20 s over a handful of connections (the SuperLink's
@@ -348,7 +347,7 @@ def test_connections_per_round(tmp_path, jar, tls):  # noqa: F811
         assert figures["calls_per_round"] >= 4 * figures["connections_per_round"], figures
 
 
-def run_across_a_lost_superlink(tmp_path: Path, scenario: dict, lose) -> dict:
+def run_across_a_lost_superlink(tmp_path: Path, app: Path, scenario: dict, lose) -> dict:
     """One JVM node (through a ``CountingProxy``, polling every 0.2 s) in a 5-round run with a checkpoint every
     round on an insecure SuperLink with in-memory state. Once two rounds are in, ``lose(link, proxy)`` ends
     that SuperLink mid-run and returns once it is gone; what is left of its session (the run's ServerApp) is
@@ -380,7 +379,7 @@ def run_across_a_lost_superlink(tmp_path: Path, scenario: dict, lose) -> dict:
         wait_for(jvm_log, "SuperNode ID: ", 60, node)
 
         def submit() -> None:
-            first_run["result"] = flwr_run(REPO, "local", config, env, tmp_path / "flwr-run-1.log", timeout_s=300)
+            first_run["result"] = flwr_run(app, "local", config, env, tmp_path / "flwr-run-1.log", timeout_s=300)
 
         runner = threading.Thread(target=submit)
         runner.start()
@@ -404,7 +403,7 @@ def run_across_a_lost_superlink(tmp_path: Path, scenario: dict, lose) -> dict:
         wait_for(jvm_log, "Registered again after", 120, node)
         rejoin_s = time.monotonic() - up
         # The run resumes from its checkpoint on the new SuperLink (the same out-dir).
-        resumed = flwr_run(REPO, "local", config, env, tmp_path / "flwr-run-2.log", timeout_s=300)
+        resumed = flwr_run(app, "local", config, env, tmp_path / "flwr-run-2.log", timeout_s=300)
         assert resumed.returncode == 0, (tmp_path / "flwr-run-2.log").read_text(errors="replace")[-3000:]
         assert node.running(), node.log_tail()
     finally:
@@ -427,15 +426,15 @@ def run_across_a_lost_superlink(tmp_path: Path, scenario: dict, lose) -> dict:
             "resumed_from_round": resumed_rows[0]["round"], "rounds": rounds, "rows": rows, "log": text}
 
 
-def test_node_registers_again_after_the_superlink_forgets_it(tmp_path, jar):  # noqa: F811
+def test_node_registers_again_after_the_superlink_forgets_it(tmp_path, flower_app, jar):  # noqa: F811
     """The SuperLink stopped between calls after round 2 (SIGTERM), a fresh one started without its database."""
-    figures = run_across_a_lost_superlink(tmp_path, {**SCENARIO, "name": "jvm-forgotten"},
+    figures = run_across_a_lost_superlink(tmp_path, flower_app, {**SCENARIO, "name": "jvm-forgotten"},
                                           lambda link, proxy: None)
     record({"test": "forgotten", **{k: v for k, v in figures.items() if k not in ("rows", "log")}})
 
 
 @pytest.mark.parametrize(("direction", "method", "nth"), [("pull", "pull-object", 3), ("push", "push-object", 2)])
-def test_node_survives_a_superlink_killed_mid_transfer(tmp_path, jar, direction, method, nth):  # noqa: F811
+def test_node_survives_a_superlink_killed_mid_transfer(tmp_path, flower_app, jar, direction, method, nth):  # noqa: F811
     """The SuperLink SIGKILLed in the middle of a large transfer: while the JVM node pulls round 3's train
     message (a dense 9.4 MB download: an MLP of 2.4 M parameters, its 1536 × 1536 matrix in two 5 MiB
     chunks), at its 3rd PullObject, or while it pushes its reply, at its 2nd PushObject. The proxy kills the
@@ -458,7 +457,7 @@ def test_node_survives_a_superlink_killed_mid_transfer(tmp_path, jar, direction,
             assert time.monotonic() < deadline, "the node never transferred round 3's train message"
             time.sleep(0.05)
 
-    figures = run_across_a_lost_superlink(tmp_path, scenario, lose)
+    figures = run_across_a_lost_superlink(tmp_path, flower_app, scenario, lose)
     text = figures.pop("log")
     figures.pop("rows")
     # The node was in the middle of that message: it heard no answer to the request the kill cut.
@@ -468,7 +467,7 @@ def test_node_survives_a_superlink_killed_mid_transfer(tmp_path, jar, direction,
     record({"test": f"killed-mid-{direction}", "kill_at": f"{method} #{nth}", **figures})
 
 
-def test_node_survives_answers_lost_mid_round(tmp_path, jar):  # noqa: F811
+def test_node_survives_answers_lost_mid_round(tmp_path, flower_app, jar):  # noqa: F811
     """A connection cut by a proxy after the SuperLink took the request and before its answer reached
     the node: on object pulls and pushes, on the message pull, the receipt confirmation and the reply
     push, from round 2 on. The node retries; the run goes on; what it sent is applied."""
@@ -494,7 +493,7 @@ def test_node_survives_answers_lost_mid_round(tmp_path, jar):  # noqa: F811
         wait_for(jvm_log, "SuperNode ID: ", 60, node)
 
         def submit() -> None:
-            run["result"] = flwr_run(REPO, "local", config, env, tmp_path / "flwr-run.log", timeout_s=300)
+            run["result"] = flwr_run(flower_app, "local", config, env, tmp_path / "flwr-run.log", timeout_s=300)
 
         runner = threading.Thread(target=submit)
         runner.start()

@@ -4,7 +4,8 @@
 (``deployment``), submits fedgc's ServerApp with ``flwr run`` and samples the hub's byte counters
 (``traffic``) meanwhile. ``phases`` then turns counters and fedgc's round rows into, per round and client:
 pick-up (server push → the download flow starts), download (push → its last byte at the SuperNode),
-compute (→ the first byte of the reply leaving the SuperNode), upload (→ its last byte at the hub) and
+compute (→ the first byte of the reply leaving the SuperNode), upload (→ its last byte at the hub),
+collection (→ the ServerApp starting to pull the reply from the SuperLink, on the hub's loopback) and
 the round (fedgc's own ``round_duration_s``: push → the last reply collected). With a relay's delay the
 client's side is read off the relay's log (``relay``). ``bench/sim_to_real.py`` sets these against the
 network model; ``tests/test_shaped_network.py`` checks how soon a reply is collected after its last byte.
@@ -156,9 +157,13 @@ def phases(rows, downs, ups, pushes, n, t0, client_side=None) -> dict:
         for i in range(n):
             d, u = downs[i][k], ups[i][k]
             got, sent = client_downs[i][k].end, client_ups[i][k].start  # at the SuperNode
+            # The ServerApp pulling the reply from the SuperLink: the first big loopback burst that ends
+            # after the upload's last byte (replies pulled together share one burst).
+            pull = next((f for f in pushes if f.nbytes >= up_min and f.end > u.end), None)
             clients.append({"node": i + 1, "pickup_s": d.start - push, "download_s": got - push,
                             "compute_s": sent - got, "upload_s": u.end - sent, "down_flow_s": got - d.start,
-                            "last_byte_s": u.end - push, "down_bytes": round(row["bytes_down"] / n),
+                            "last_byte_s": u.end - push, "collected_s": None if pull is None else pull.start - push,
+                            "down_bytes": round(row["bytes_down"] / n),
                             "up_bytes": row["client_upload_bytes"][i],
                             "down_frame_bytes": d.nbytes, "up_frame_bytes": u.nbytes})
         rounds.append({"round": row["round"], "start_s": push - t0, "round_s": row["round_duration_s"],
