@@ -141,6 +141,51 @@ def test_load_federated_digits_default_is_offline_and_deterministic():
     assert all(np.array_equal(p.y, q.y) and np.array_equal(p.x, q.x) for p, q in zip(a.partitions, b.partitions))
 
 
+@pytest.mark.parametrize("size, clients", [(1797, 10), (1437, 7), (100, 100), (1503, 12), (5, 2)])
+def test_iid_takes_the_shards_flwr_datasets_iid_partitioner_takes(size, clients):
+    """fedgc cuts the shuffled rows itself (fedgc/data/partition/iid.py); flwr-datasets' IidPartitioner on
+    a ``datasets.Dataset`` of the same rows gives the same clients, for the same generator state."""
+    from flwr_datasets.partitioner import IidPartitioner
+
+    from fedgc.data.partition.base import run_partitioner
+
+    labels = np.random.default_rng(size).integers(0, 10, size)
+    ours = run("iid", labels, clients, seed=11)
+    rows = np.random.default_rng(11).permutation(size)
+    theirs = run_partitioner(IidPartitioner(clients), {"label": labels}, rows, "iid")
+    assert len(ours) == len(theirs) == clients
+    assert all(a.dtype == np.int64 and np.array_equal(a, b) for a, b in zip(ours, theirs, strict=True))
+
+
+def test_the_digits_are_scikit_learns():
+    from sklearn.datasets import load_digits
+
+    from fedgc.data.digits import digits_arrays
+
+    bunch = load_digits()
+    images, target = digits_arrays()
+    assert images.dtype == bunch.images.dtype and np.array_equal(images, bunch.images)
+    assert target.dtype == bunch.target.dtype and np.array_equal(target, bunch.target)
+
+
+def test_a_digits_iid_split_imports_neither_scikit_learn_nor_hf_datasets():
+    """Every process that builds a run's data pays for what it imports: a Flower ClientApp is a new
+    process per message. The digits (read from scikit-learn's own file) split IID need neither
+    scikit-learn nor HF datasets and flwr-datasets (together about 2 s of CPU)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from fedgc.data import load_federated\n"
+            "from fedgc.data.config import DataConfig\n"
+            "data = load_federated(DataConfig(dataset='digits', partition='iid', num_clients=4), 0)\n"
+            "assert sum(len(p) for p in data.partitions) + len(data.test) == 1797\n"
+            "print(sorted(m for m in ('sklearn', 'datasets', 'flwr_datasets', 'pyarrow') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
+
+
 # --- config ---------------------------------------------------------------------------------------
 
 def test_config_rejects_unknown_keys_and_names():
