@@ -29,8 +29,8 @@ install: $(STAMP)
 run: $(RUN_STAMP)
 	$(PY) -m fedgc.simulate $(SCENARIO) --baseline
 
-# pytest-xdist workers (times in README.md). make test: 3 on 2 cores, as its slow tests mostly wait
-# (SuperNodes poll every 3 s, heartbeats, Ray, the JVM); 4 were no faster. tests/conftest.py keeps the
+# pytest-xdist workers (times in README.md). make test: 3 on 2 cores (its test phase keeps both cores 96-98 % busy;
+# docs/performance.md); 4 were no faster. tests/conftest.py keeps the
 # netns and the ray tests on one worker each (xdist_group) and runs the netns tests at nice -10.
 # make test-fast: 2. Serially: make test XDIST= / make test-fast XDIST_FAST=
 XDIST ?= -n 3 --dist loadgroup
