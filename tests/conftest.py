@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,6 +109,15 @@ def flower_app(tmp_path_factory) -> Path:
     for name in ("fedgc", "scenarios"):
         shutil.copytree(REPO / name, app / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return app
+
+
+def modules_imported_by(code: str, names: tuple[str, ...]) -> list[str]:
+    """Which of the modules ``names`` a fresh interpreter has imported once it has run ``code``
+    (what every process that runs the same code pays for)."""
+    probe = f"{code}\nimport sys\nprint(sorted(m for m in {names!r} if m in sys.modules))\n"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return ast.literal_eval(done.stdout.strip().splitlines()[-1])
 
 
 def shared_dir() -> Path:

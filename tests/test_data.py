@@ -20,6 +20,8 @@ from fedgc.data.leaf import ALL_LETTERS, load_leaf_dir
 from fedgc.data.mnist import load_mnist_dir
 from fedgc.data.partition import PartitionError, partition_options
 
+from .conftest import modules_imported_by
+
 SHARED = Path(os.environ.get("FEDGC_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
 MNIST = SHARED / "data" / "mnist"
 SHAKESPEARE = SHARED / "data" / "leaf-shakespeare"
@@ -172,18 +174,11 @@ def test_a_digits_iid_split_imports_neither_scikit_learn_nor_hf_datasets():
     """Every process that builds a run's data pays for what it imports: a Flower ClientApp is a new
     process per message. The digits (read from scikit-learn's own file) split IID need neither
     scikit-learn nor HF datasets and flwr-datasets (together about 2 s of CPU)."""
-    import subprocess
-    import sys
-
-    code = ("import sys\n"
-            "from fedgc.data import load_federated\n"
+    code = ("from fedgc.data import load_federated\n"
             "from fedgc.data.config import DataConfig\n"
             "data = load_federated(DataConfig(dataset='digits', partition='iid', num_clients=4), 0)\n"
-            "assert sum(len(p) for p in data.partitions) + len(data.test) == 1797\n"
-            "print(sorted(m for m in ('sklearn', 'datasets', 'flwr_datasets', 'pyarrow') if m in sys.modules))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]", done.stdout
+            "assert sum(len(p) for p in data.partitions) + len(data.test) == 1797\n")
+    assert modules_imported_by(code, ("sklearn", "datasets", "flwr_datasets", "pyarrow")) == []
 
 
 # --- config ---------------------------------------------------------------------------------------
