@@ -44,7 +44,7 @@ def train_local(model: nn.Module, data: ArrayDataset, *, steps: int, batch_size:
         loss = loss_fn(model(x[index]), y[index])
         loss.backward()
         if grad_clip_norm is not None:
-            nn.utils.clip_grad_norm_(model.parameters(), grad_clip_norm)
+            nn.utils.clip_grad_norm_(params, grad_clip_norm)
         sgd_step(params, buffers, lr=lr, momentum=momentum, weight_decay=weight_decay)
         samples += int(batch.numel())
         losses.append(loss.detach())  # read once at the end: no device synchronisation per step
@@ -69,7 +69,7 @@ def sgd_step(params: list[nn.Parameter], buffers: list[torch.Tensor | None], *, 
             if buffers[i] is None:
                 buffers[i] = grad.detach().clone()
             else:
-                buffers[i].mul_(momentum).add_(grad, alpha=1)
+                buffers[i].mul_(momentum).add_(grad)  # torch's alpha is 1 - dampening, and dampening is 0
             grad = buffers[i]
         p.add_(grad, alpha=-lr)
 

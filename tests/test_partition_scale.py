@@ -62,7 +62,7 @@ def test_dirichlet_draws_are_flwr_datasets_draws(seed):
     assert compared >= 8
 
 
-@pytest.mark.parametrize("name, options", [("iid", {}), ("shards", {"shards_per_client": 2}),
+@pytest.mark.parametrize("name, options", [("shards", {"shards_per_client": 2}),  # iid: tests/test_data.py
                                            ("pathological", {"classes_per_client": 2}),
                                            ("size_skew", {"size_sigma": 1.5, "min_partition_size": 2})])
 def test_reading_partitions_at_once_equals_loading_each(name, options, monkeypatch):

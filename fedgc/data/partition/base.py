@@ -63,13 +63,11 @@ def read_partitions(partitioner: Partitioner) -> list[np.ndarray]:
     flwr-datasets' ``load_partition(i)`` builds a ``Dataset.select`` per partition: about 4 ms
     each, so 10,000 clients took 40 s. Here partition 0 is loaded once (which runs the
     partitioner's lazy assignment, and the shard partitioner's sort), then each partition's rows are
-    read from the partitioner's own assignment (``_partition_id_to_indices``; for ``IidPartitioner``
-    the contiguous ranges of ``Dataset.shard``) on the ``INDEX`` column as one array. Partitions 0
+    read from the partitioner's own assignment (``_partition_id_to_indices``) on the ``INDEX`` column
+    as one array. Partitions 0
     and the last are checked against ``load_partition``; where they differ (a flwr-datasets that
     works differently) every partition is loaded the slow way, so the result is the same either way.
     """
-    from flwr_datasets.partitioner import IidPartitioner
-
     num = partitioner.num_partitions
 
     def slow(i: int) -> np.ndarray:
@@ -79,11 +77,7 @@ def read_partitions(partitioner: Partitioner) -> list[np.ndarray]:
     index = index_column(partitioner.dataset)
     mapping = getattr(partitioner, "_partition_id_to_indices", None)
     parts: list[np.ndarray] | None = None
-    if isinstance(partitioner, IidPartitioner):
-        div, mod = divmod(len(index), num)
-        starts = [div * i + min(i, mod) for i in range(num)]
-        parts = [np.sort(index[s:s + div + (1 if i < mod else 0)]) for i, s in enumerate(starts)]
-    elif isinstance(mapping, dict) and len(mapping) == num and all(i in mapping for i in (0, num - 1)):
+    if isinstance(mapping, dict) and len(mapping) == num and all(i in mapping for i in (0, num - 1)):
         parts = [np.sort(index[np.asarray(mapping[i], dtype=np.int64)]) for i in range(num)]
     if parts is None or not np.array_equal(parts[0], first) or (
             num > 1 and not np.array_equal(parts[-1], slow(num - 1))):
