@@ -31,6 +31,11 @@ RECEIVE = """import socket, sys, time
 s = socket.create_connection((sys.argv[1], 7000)); t = time.time(); n = 0
 while (b := s.recv(65536)): n += len(b)
 print(n, time.time() - t)"""
+# Connects, says so, then prints the bytes it read and the wall-clock time the last one came.
+RECEIVE_AFTER_READY = """import socket, sys, time
+s = socket.create_connection((sys.argv[1], 7000)); print("connected", flush=True); n = 0
+while (b := s.recv(65536)): n += len(b)
+print(n, time.time())"""
 
 
 # In the hub: per line "ping 0" -> "p"; "send N" -> N bytes; "recv N" -> reads N bytes, then "k".
@@ -105,7 +110,10 @@ def test_the_byte_counters_see_the_transfer(tmp_path):
 
 
 def test_a_replayed_trace_changes_the_rate_on_schedule(tmp_path):
-    # 1 s at 16 Mbit/s, then 2 Mbit/s: 3 MB take 1 s (2 MB) + 4 s (the last 1 MB).
+    # 1 s at 16 Mbit/s, then 2 Mbit/s: 3 MB take 1 s (2 MB) + 4 s (the last 1 MB), from the replay's start.
+    # The receiver is connected before the replay starts (at the star's 1 Mbit/s meanwhile, a few kB), so
+    # a receiver that a loaded machine starts late does not lose the fast second: the time is read from
+    # the replay's start to the last byte (a late start cost 7 s per s of delay, 5.56 s seen in CI).
     curve = PeriodicRate(np.array([0.0, 1.0, 60.0]), np.array([16e6, 2e6]), "two-step")
     with Star([(1.0, 1.0)]) as star:
         replay = TraceReplay(star, [(curve, curve)])
@@ -114,12 +122,15 @@ def test_a_replayed_trace_changes_the_rate_on_schedule(tmp_path):
                                   dict(os.environ))
         star.processes.append(sender)
         time.sleep(0.5)
-        replay.start()
-        out = subprocess.run(["ip", "netns", "exec", link.namespace, sys.executable, "-c", RECEIVE, link.hub_address],
-                             capture_output=True, text=True, timeout=60, check=True).stdout.split()
+        with subprocess.Popen(["ip", "netns", "exec", link.namespace, sys.executable, "-c", RECEIVE_AFTER_READY,
+                               link.hub_address], stdout=subprocess.PIPE, text=True) as receiver:
+            assert receiver.stdout.readline().strip() == "connected"
+            replay.start()
+            out = receiver.communicate(timeout=60)[0].split()
         replay.stop()
+    assert receiver.returncode == 0 and int(out[0]) == 3_000_000
     assert replay.changes >= 2
-    assert float(out[1]) == pytest.approx(5.0, rel=0.10)
+    assert float(out[1]) - replay.t0 == pytest.approx(5.0, rel=0.10)
 
 
 def test_everything_made_is_removed_also_when_the_body_raises(tmp_path):
