@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from fedgc.bounded import write_whole
 from fedgc.metrics import Summary
 from fedgc.scenario import Scenario
 
@@ -103,7 +104,7 @@ def run_comparison(scenario: Scenario, out_dir: Path | None, *, quiet: bool = Tr
             summary = run_scenario(variant.scenario, None, quiet=quiet)
         else:
             with claim_folder(folder):
-                (folder / "scenario.yaml").write_text(dump_scenario(variant.scenario))
+                write_whole(folder / "scenario.yaml", dump_scenario(variant.scenario))
                 summary = run_scenario(variant.scenario, folder, quiet=quiet)
         results.append(Compared(variant, summary, folder))
         if summary.stopped_reason != "completed":
@@ -169,8 +170,8 @@ def reading(results: list[Compared]) -> str:
 def write_comparison(results: list[Compared], out_dir: Path) -> Path:
     path = out_dir / "comparison.md"
     table = comparison_table(results)
-    path.write_text(f"# {results[0].summary.name}: compression against its baselines\n\n```\n{table}\n```\n\n"
-                    f"{reading(results)}\n\nRun folders: " + ", ".join(f"`{r.variant.folder}/`" for r in results) + "\n")
+    write_whole(path, f"# {results[0].summary.name}: compression against its baselines\n\n```\n{table}\n```\n\n"
+                f"{reading(results)}\n\nRun folders: " + ", ".join(f"`{r.variant.folder}/`" for r in results) + "\n")
     return path
 
 

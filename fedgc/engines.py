@@ -53,8 +53,10 @@ def run_flower(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False,
 
     if resume:  # refuse a resume here, in one line, before the runtime starts (the apps see absolute paths)
         from fedgc.core.checkpoint import resumable
+        from fedgc.flower.client_store import check_store_for_resume
 
-        resumable(out_dir, with_absolute_paths(scenario))
+        state = resumable(out_dir, with_absolute_paths(scenario))
+        check_store_for_resume(state["transport"], out_dir)  # a store on disk holds the rows it recorded
 
     return run_on_simulation_runtime(scenario, out_dir, quiet=quiet)
 

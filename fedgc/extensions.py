@@ -14,20 +14,22 @@ Three ways in, one registry per kind (the same dicts the built-ins are listed in
 Imports are the process's own decision, never a message's. A process imports a scenario's import path
 only when ``imports_allowed`` says so: always in the process that reads the user's scenario (the CLI,
 the API, Flower's simulation runtime started by fedgc), and on a deployed SuperNode only for modules its
-operator listed (node config ``plugins="my_pkg,other_pkg"``, ``node_policy``). A name a node does not
-know is refused in the reply (``unknown-model``...), never imported."""
+operator listed (node config ``plugins="my_pkg,other_pkg"``, ``node_policy``), whether a message or the
+run config's scenario names it; so is a ``fedgc.plugins`` entry point. A name a node does not know is
+refused in the reply (``unknown-model``, ``bad-run-config``...), never imported."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
-from fedgc.import_paths import PluginError, import_object, is_import_path
+from fedgc.import_paths import PluginError, import_object, imports_allowed, is_import_path
 from fedgc.options import NoOptions
 
 ENTRY_POINT_GROUP = "fedgc.plugins"
@@ -210,18 +212,89 @@ def resolve(kind: str, path: str) -> None:
         _add_dataset(path, value, "import path")
 
 
+# Where a scenario names a plugin: (section, key, kind).
+PLUGIN_KEYS = (("model", "name", "model"), ("data", "dataset", "dataset"), ("compression", "name", "compressor"),
+               ("downlink", "name", "compressor"), ("strategy", "aggregation", "aggregator"),
+               ("strategy", "server_optimizer", "server_optimizer"))
+
+
+def _named(tree: Any, section: str, key: str) -> Any:
+    return tree.get(section, {}).get(key) if isinstance(tree, dict) and isinstance(tree.get(section), dict) else None
+
+
 def resolve_scenario_paths(tree: Any) -> None:
     """Import and register every import path a scenario tree names (model, dataset, compressors)."""
     if not isinstance(tree, dict):
         return
     load_entry_points()
-    for section, key, kind in (("model", "name", "model"), ("data", "dataset", "dataset"),
-                               ("compression", "name", "compressor"), ("downlink", "name", "compressor"),
-                               ("strategy", "aggregation", "aggregator"),
-                               ("strategy", "server_optimizer", "server_optimizer")):
-        value = tree.get(section, {}).get(key) if isinstance(tree.get(section), dict) else None
+    for section, key, kind in PLUGIN_KEYS:
+        value = _named(tree, section, key)
         if isinstance(value, str) and is_import_path(value):
             resolve(kind, value)
+
+
+def is_known(kind: str, name: str) -> bool:
+    """Whether ``name`` is registered for ``kind`` in this process (a built-in, or registered already)."""
+    from fedgc.aggregators import AGGREGATORS
+    from fedgc.compress.registry import COMPRESSORS
+    from fedgc.data.config import DATASET_NAMES
+    from fedgc.data.hf import PREFIX as HF_PREFIX
+    from fedgc.data.user import USER_DATASETS
+    from fedgc.models import MODELS
+    from fedgc.server_optim import SERVER_OPTIMIZERS
+
+    if kind == "dataset":
+        return name in DATASET_NAMES or name in USER_DATASETS or name.startswith(HF_PREFIX)
+    table = {"model": MODELS, "compressor": COMPRESSORS, "aggregator": AGGREGATORS,
+             "server_optimizer": SERVER_OPTIMIZERS}[kind]
+    return name in table
+
+
+def is_built_in(kind: str, name: str) -> bool:
+    """Whether ``name`` is one of fedgc's own (not registered from Python, an import path or a plugin)."""
+    return (kind, name) not in _SOURCES and is_known(kind, name)
+
+
+def _entry_points_pending() -> bool:
+    """Installed plugins (``fedgc.plugins`` entry points) not called yet in this process: their names are
+    not known until they run. Reads the packages' metadata only."""
+    return not _entry_points_loaded and bool(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+def unchecked_plugins(tree: Any) -> dict[tuple[str, str], str]:
+    """``{(section, key): name}`` of the plugins a scenario tree names that this process has not loaded:
+    an import path not imported yet, or (while installed plugins were not called) a name none of the
+    registries holds. Validating them would run their code; nothing is imported or called here."""
+    found: dict[tuple[str, str], str] = {}
+    pending: bool | None = None
+    for section, key, kind in PLUGIN_KEYS:
+        value = _named(tree, section, key)
+        if not isinstance(value, str) or is_known(kind, value):
+            continue
+        if is_import_path(value):
+            found[(section, key)] = value
+        elif value and value.isprintable() and len(value) <= 200:
+            pending = _entry_points_pending() if pending is None else pending
+            if pending:
+                found[(section, key)] = value
+    return found
+
+
+@contextlib.contextmanager
+def running(kind: str, name: str) -> Iterator[None]:
+    """Within it, the plugin registered as ``name`` runs (a dataset's function, a model's builder): what it
+    raises, ``SystemExit`` included, is one ``PluginError`` line naming it; fedgc's own errors pass as
+    they are. A built-in runs as it is."""
+    if _SOURCES.get((kind, name)) is None:
+        yield
+        return
+    try:
+        yield
+    except (Exception, SystemExit) as err:  # the plugin's error (or exit), in one line
+        if type(err).__module__.split(".")[0] == "fedgc":
+            raise
+        text = f"{kind} {name!r} raised {type(err).__name__}: {err}".splitlines()[0]
+        raise PluginError(text[:300]) from None
 
 
 def registered_in_python(tree: dict[str, Any]) -> list[str]:
@@ -236,30 +309,39 @@ def registered_in_python(tree: dict[str, Any]) -> list[str]:
 
 # --- installed plugins ---------------------------------------------------------------------------
 
-_entry_points_loaded = False
+_entry_points_loaded = False  # every entry point installed has been called in this process
+_entry_points_called: set[tuple[str, str]] = set()  # (name, value) of those called
 
 
 def load_entry_points() -> list[str]:
     """Call every ``fedgc.plugins`` entry point once per process; returns their names. A plugin that
-    fails to load is a ``PluginError`` naming it."""
+    fails to load is a ``PluginError`` naming it. Under a node's policy (``node_policy``) an entry
+    point whose module its operator did not list is neither imported nor called (a later call outside
+    the policy may still load it)."""
     global _entry_points_loaded
     if _entry_points_loaded:
         return []
-    _entry_points_loaded = True
-    names = []
+    names, skipped = [], False
     for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if (entry.name, entry.value) in _entry_points_called:
+            continue
+        if not imports_allowed(entry.value.partition(":")[0].strip()):  # its module, as listed
+            skipped = True
+            continue
+        _entry_points_called.add((entry.name, entry.value))
         distribution = entry.dist.name if entry.dist is not None else entry.value
         before = set(_SOURCES)
         try:
             entry.load()()
         except PluginError:
             raise
-        except Exception as err:  # noqa: BLE001 — the plugin's error, in one line
+        except (Exception, SystemExit) as err:  # noqa: BLE001 — the plugin's error (or exit), in one line
             raise PluginError(f"plugin {entry.name} ({distribution}): {type(err).__name__}: {err}"
                               .splitlines()[0]) from None
         for key in set(_SOURCES) - before:
             _SOURCES[key] = f"plugin {distribution}"
         names.append(entry.name)
+    _entry_points_loaded = not skipped
     return names
 
 

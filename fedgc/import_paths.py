@@ -8,6 +8,7 @@ listed (node config ``plugins="my_pkg,other_pkg"``, ``node_policy``)."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import importlib
 import os
 import re
@@ -24,7 +25,10 @@ class PluginError(ScenarioError):
     """A plugin fedgc cannot use; ``str(err)`` is one line naming the plugin and what is wrong."""
 
 
-_allowed_modules: tuple[str, ...] | None = None  # None: every module (the user's own process)
+# None: every module (the user's own process); a tuple: a node's policy, for the message it handles
+# (a context variable: a policy set in one thread never leaks into another, nor outlives its block).
+_allowed_modules: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextVar(
+    "fedgc_allowed_modules", default=None)
 
 
 def is_import_path(name: str) -> bool:
@@ -34,22 +38,22 @@ def is_import_path(name: str) -> bool:
 
 def imports_allowed(module: str) -> bool:
     """Whether this process may import ``module`` for a scenario's import path."""
-    if _allowed_modules is None or os.environ.get(ALLOW_IMPORTS_ENV) == "1":
+    allowed = _allowed_modules.get()
+    if allowed is None or os.environ.get(ALLOW_IMPORTS_ENV) == "1":
         return True
-    return any(module == m or module.startswith(m + ".") for m in _allowed_modules)
+    return any(module == m or module.startswith(m + ".") for m in allowed)
 
 
 @contextlib.contextmanager
 def node_policy(listed: str | None) -> Iterator[None]:
     """Within it, only the modules ``listed`` (comma-separated, a node config's ``plugins``) may be
-    imported for an import path: what a deployed ClientApp reads from a server is validated here."""
-    global _allowed_modules
-    before = _allowed_modules
-    _allowed_modules = tuple(m.strip() for m in (listed or "").split(",") if m.strip())
+    imported for an import path, or loaded as a ``fedgc.plugins`` entry point: what a deployed
+    ClientApp reads from a server (a message, the run config's scenario) is validated here."""
+    token = _allowed_modules.set(tuple(m.strip() for m in str(listed or "").split(",") if m.strip()))
     try:
         yield
     finally:
-        _allowed_modules = before
+        _allowed_modules.reset(token)
 
 
 def import_object(path: str, kind: str) -> Any:
@@ -66,7 +70,7 @@ def import_object(path: str, kind: str) -> Any:
         value: Any = importlib.import_module(module_name)
     except ImportError as err:
         raise PluginError(f"{kind} {path!r}: cannot import {module_name} ({err})".splitlines()[0]) from None
-    except Exception as err:  # noqa: BLE001 — a module that raises on import is the plugin's error, in one line
+    except (Exception, SystemExit) as err:  # noqa: BLE001 — a module that raises (or exits) on import: one line
         raise PluginError(f"{kind} {path!r}: importing {module_name} raised {type(err).__name__}: {err}"
                           .splitlines()[0]) from None
     for part in attribute.split("."):

@@ -11,16 +11,22 @@ alive, in case a forked copy kept the pipe open.)
 
 Through the pipe the parent tells the guard, one line each:
 
-- ``watch PID [TOKEN]``: a process the parent started (a SuperLink, a SuperNode, ``flwr run``); with
-  ``TOKEN``, every process whose environment holds ``FEDGC_RUNTIME_TOKEN=TOKEN`` belongs to it too;
+- ``watch PID START [TOKEN]``: a process the parent started (a SuperLink, a SuperNode, ``flwr run``)
+  and its start time; with ``TOKEN``, every process whose environment holds
+  ``FEDGC_RUNTIME_TOKEN=TOKEN`` belongs to it too;
 - ``release PID``: that process was stopped by the parent;
 - ``netns NAME`` / ``forget-netns NAME``: a network namespace to delete when the parent dies;
 - ``done``: the parent is ending normally; the guard exits without touching anything.
 
 While it waits, the guard reads the process tree below every watched process twice a second
 (``process_tree.Family``), so it still knows a process after its parent died and it was re-parented
-to init (Ray's workers). On end-of-file it ends them all: SIGTERM to the watched processes' trees,
-sessions and token holders, SIGKILL to what is left after ``GRACE_S``, and waits until none is left;
+to init (Ray's workers), and the members of a watched process's session while that process (by pid
+and start time) leads it. On end-of-file it ends them all: SIGTERM to the watched processes' trees,
+session members and token holders, SIGKILL to what is left after ``GRACE_S``, and waits until none is
+left. A session is found by its leader's pid, which a later process may reuse once the leader and its
+session are gone: so a session's members count only while the watched process still leads it, or as
+members of its remembered tree, or as token holders — never by the session id alone. Each signal goes
+to the process as it was found (start time checked, ``fedgc.process_tree.terminate``);
 then deletes the namespaces and exits. Measured on a loaded 2-core machine (load 5-16): a deployment's
 processes were gone 0.4-0.7 s after a SIGKILL of the parent, a flower-engine runtime's 1.5-3.1 s (Ray
 processes that ignore SIGTERM go at the SIGKILL after ``GRACE_S``); the guard exits about 1.3 s later,
@@ -67,7 +73,8 @@ class Guard:
             os.write(self._write_end, (line + "\n").encode())
 
     def watch(self, pid: int, token: str | None = None) -> None:
-        self._send(f"watch {pid}" + (f" {token}" if token else ""))
+        """``pid``: a child of this process (not yet waited for, so its pid is not reused meanwhile)."""
+        self._send(f"watch {pid} {proc_start_time(pid) or 0}" + (f" {token}" if token else ""))
 
     def release(self, pid: int) -> None:
         self._send(f"release {pid}")
@@ -123,7 +130,7 @@ def shared_guard() -> Guard:
 
 class _Watched:
     def __init__(self) -> None:
-        self.roots: dict[int, str | None] = {}
+        self.roots: dict[int, tuple[int, str | None]] = {}  # pid -> (start time, token)
         self.family = Family([])
         self.namespaces: list[str] = []
 
@@ -132,9 +139,11 @@ class _Watched:
         parts = line.split()
         if parts == ["done"]:
             return False
-        if len(parts) in (2, 3) and parts[0] == "watch" and parts[1].isdigit():
-            pid = int(parts[1])
-            self.roots[pid] = parts[2] if len(parts) == 3 else None
+        if len(parts) in (3, 4) and parts[0] == "watch" and parts[1].isdigit() and parts[2].isdigit():
+            pid, start = int(parts[1]), int(parts[2])
+            if start == 0 or proc_start_time(pid) != start:
+                return True  # already gone: nothing of it to watch (its pid may name another process now)
+            self.roots[pid] = (start, parts[3] if len(parts) == 4 else None)
             self.family.add(pid)
         elif len(parts) == 2 and parts[0] == "release" and parts[1].isdigit():
             self.roots.pop(int(parts[1]), None)
@@ -144,13 +153,22 @@ class _Watched:
             self.namespaces.remove(parts[1])
         return True
 
+    def remember(self) -> list[int]:
+        """Read the watched processes' trees, and the sessions they still lead, into the family."""
+        for pid, (start, _) in self.roots.items():
+            if proc_start_time(pid) == start:  # it leads session ``pid`` (start_new_session) while alive
+                for member in session_members(pid):
+                    self.family.add(member)
+        return self.family.members()
+
     def processes(self) -> list[int]:
-        found = set(self.family.members())
-        for pid, token in self.roots.items():
-            found.update(session_members(pid))
+        """What to end: the remembered trees, the sessions the watched processes still lead, and the
+        holders of their tokens (and what descends from those)."""
+        for _, token in self.roots.values():
             if token:
-                found.update(token_holders(token))
-        return sorted(found)
+                for pid in token_holders(token):
+                    self.family.add(pid)
+        return self.remember()
 
     def end_all(self) -> None:
         if self.roots:
@@ -179,7 +197,7 @@ def serve(read_end: int, parent: int, parent_start: int) -> int:
                 pending = b""  # not a command of ours
         if proc_start_time(parent) != parent_start:
             break
-        watched.family.members()  # remember the tree while it is whole
+        watched.remember()  # remember the tree while it is whole
     watched.end_all()
     return 0
 

@@ -1,6 +1,11 @@
 """Finding and stopping the processes a run started (Linux ``/proc``): by session, by an environment
 token, by process tree (remembered across re-parenting), and as a subreaper of its own descendants.
-Flower-free; fedgc.flower.runtime_processes stops Flower's runtimes with it."""
+Flower-free; fedgc.flower.runtime_processes stops Flower's runtimes with it.
+
+:func:`terminate` never signals pid 0 or 1, the calling process or any of its ancestors, or a kernel
+thread, whatever ``find`` returns; and it signals a process only while its start time is the one it
+had when it was found (through a pidfd where the kernel has them, so a pid reused meanwhile is not
+signalled)."""
 
 from __future__ import annotations
 
@@ -13,16 +18,64 @@ import time
 from collections.abc import Callable
 
 RUNTIME_TOKEN = "FEDGC_RUNTIME_TOKEN"  # set in flower_env's environment, inherited by every process it starts
+# The run folder a recorded runtime belongs to (``folder_identity``), set beside the token by the flower
+# engine: a token copied from another folder's record finds none of this folder's processes.
+RUNTIME_FOLDER = "FEDGC_RUNTIME_FOLDER"
+PF_KTHREAD = 0x00200000  # linux/sched.h: the flags field of /proc/PID/stat marks a kernel thread
 
 
-def _proc_stat(pid: str) -> tuple[int, str, int, int] | None:
-    """(session id, state, parent, start time in clock ticks) of a process from /proc, None if it is gone."""
+def _proc_stat(pid: str) -> tuple[int, str, int, int, int] | None:
+    """(session id, state, parent, start time in clock ticks, flags) of a process from /proc, None if
+    it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
-        return int(fields[3]), fields[0].decode(), int(fields[1]), int(fields[19])
+        return int(fields[3]), fields[0].decode(), int(fields[1]), int(fields[19]), int(fields[6])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def folder_identity(folder: str | os.PathLike) -> str:
+    """``DEVICE:INODE`` of a folder (the same after the folder is renamed; another folder's differs)."""
+    info = os.stat(folder)
+    return f"{info.st_dev}:{info.st_ino}"
+
+
+def ancestors(pid: int) -> set[int]:
+    """The parent chain of ``pid`` (its parent, that one's parent, ..., to pid 1), read from /proc."""
+    found: set[int] = set()
+    while pid > 1 and len(found) < 4096:
+        stat = _proc_stat(str(pid))
+        if stat is None or stat[2] in found:
+            break
+        pid = stat[2]
+        found.add(pid)
+    return found
+
+
+def _protected() -> set[int]:
+    """What :func:`terminate` never signals: this process and its ancestors (and pids 0 and 1)."""
+    return {0, 1, os.getpid()} | ancestors(os.getpid())
+
+
+def _signal_if_same(pid: int, start: int, sig: int) -> None:
+    """``sig`` to ``pid`` only if it is still the process that started at ``start``: through a pidfd
+    (opened first, then the start time checked, so the signal reaches that process or none)."""
+    pidfd = -1
+    with contextlib.suppress(ProcessLookupError, PermissionError, OSError, AttributeError):
+        pidfd = os.pidfd_open(pid)
+    try:
+        now = _proc_stat(str(pid))
+        if now is None or now[3] != start or now[1] in ("Z", "X"):
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if pidfd >= 0:
+                signal.pidfd_send_signal(pidfd, sig)
+            else:
+                os.kill(pid, sig)
+    finally:
+        if pidfd >= 0:
+            os.close(pidfd)
 
 
 def proc_start_time(pid: int) -> int | None:
@@ -119,16 +172,20 @@ def session_members(sid: int) -> list[int]:
     return _live_pids(lambda pid, session: session == sid)
 
 
-def token_holders(token: str) -> list[int]:
-    """Processes whose environment holds ``RUNTIME_TOKEN=token`` (this user's; others' are unreadable)."""
-    needle = f"{RUNTIME_TOKEN}={token}".encode() + b"\0"
+def token_holders(token: str, folder: str | None = None) -> list[int]:
+    """Processes whose environment holds ``RUNTIME_TOKEN=token`` (this user's; others' are unreadable),
+    and with ``folder``, ``RUNTIME_FOLDER=folder`` too."""
+    needles = [f"{RUNTIME_TOKEN}={token}".encode() + b"\0"]
+    if folder is not None:
+        needles.append(f"{RUNTIME_FOLDER}={folder}".encode() + b"\0")
 
     def holds(pid: str, session: int) -> bool:
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
-                return needle in f.read()
+                environ = b"\0" + f.read()
         except OSError:
             return False
+        return all(b"\0" + needle in environ for needle in needles)
 
     return _live_pids(holds)
 
@@ -137,18 +194,28 @@ def terminate(find: Callable[[], list[int]], grace_s: float = 10.0, quiet_s: flo
     """SIGTERM every process ``find()`` returns (again for any that appear meanwhile), SIGKILL what is
     left after ``grace_s``, and wait until ``find()`` is empty (at most 30 s more) and stays empty for
     ``quiet_s``: a process that was forking when its parent died (Ray's workers) shows up a moment
-    later and must be ended too. Returns survivors."""
+    later and must be ended too. Returns survivors. Never pid 0 or 1, this process or its ancestors,
+    or a kernel thread (they are left out of what ``find`` returns); each signal only to the process
+    ``find`` saw (its start time checked through a pidfd)."""
+    def targets() -> dict[int, int]:
+        """pid -> start time of what ``find()`` returns that may be signalled at all."""
+        protected, found = _protected(), {}
+        for pid in find():
+            stat = _proc_stat(str(pid)) if type(pid) is int and pid not in protected else None
+            if stat is not None and stat[1] not in ("Z", "X") and not stat[4] & PF_KTHREAD:
+                found[pid] = stat[3]
+        return found
+
     def signal_all(sig: int) -> list[int]:
-        pids = find()
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-        return pids
+        found = targets()
+        for pid, start in found.items():
+            _signal_if_same(pid, start, sig)
+        return sorted(found)
 
     def quiet() -> bool:
         until = time.monotonic() + quiet_s
         while time.monotonic() < until:
-            if find():
+            if targets():
                 return False
             time.sleep(0.1)
         return True
@@ -160,4 +227,4 @@ def terminate(find: Callable[[], list[int]], grace_s: float = 10.0, quiet_s: flo
             if not signal_all(sig) and quiet():
                 return []
             time.sleep(0.1)
-    return find()
+    return sorted(targets())

@@ -83,3 +83,15 @@ def check_scenario(scenario, data) -> str:
     return (f"{scenario.name}: {len(data.partitions)} clients, {sum(len(p) for p in data.partitions)} train samples, "
             f"model {scenario.model.name} ({parameter_count(model):,} parameters), "
             f"compression {scenario.compression.name}, downlink {scenario.downlink.name}, network {scenario.network.profile}/{scenario.network.link.name}")
+
+
+def deep_report(scenario, data) -> str:
+    """``--deep``'s line once the data is loaded (``data``): the model built (a plugin's builder runs here:
+    what it raises is one ``PluginError`` line naming it) and the plugins that ran, named."""
+    from fedgc.extensions import PLUGIN_KEYS, is_built_in, running
+
+    with running("model", scenario.model.name):
+        line = check_scenario(scenario, data)
+    ran = [f"{kind} {getattr(getattr(scenario, section), key)}" for section, key, kind in PLUGIN_KEYS
+           if not is_built_in(kind, getattr(getattr(scenario, section), key))]
+    return line + (f"; plugins imported and run: {', '.join(ran)}" if ran else "")

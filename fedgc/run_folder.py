@@ -10,7 +10,12 @@
   or a sweep) writes the folder. A second process gets ``RunFolderError`` at once. The kernel drops
   the lock when the process ends, however it ends, so a killed run never leaves a stale lock. The
   holder removes the file as it releases the lock (a killed run leaves the file, unlocked); a process
-  that locked the file just as it was removed sees it is gone and locks the new one.
+  that locked the file just as it was removed sees it is gone and locks the new one. The lock file is
+  opened without following links (``O_NOFOLLOW``): a link named ``.fedgc.lock`` is refused, and the
+  file it points to is never truncated or written.
+- ``lock_existing`` (``--resume``) takes only a folder that is fedgc's (it holds a ``scenario.yaml``
+  or ``sweep.yaml`` that is a regular file) and none of whose run files is a link; any other folder is
+  refused before anything in it is created, read or stopped.
 
 Before a folder is resumed or overwritten, whatever is still alive of a runtime an earlier run of it
 started (``fedgc.runtime_record``) is stopped, with one line on stderr.
@@ -20,20 +25,44 @@ Every ``RunFolderError`` is one line (the CLI prints it with exit code 2).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import shutil
+import stat
 import sys
 import time
 from pathlib import Path
+
+from fedgc.bounded import LINK_REFUSED
 
 LOCK_NAME = ".fedgc.lock"
 CHECKPOINT = "checkpoint.pt"  # a run's last checkpoint (fedgc.core.checkpoint writes it)
 FEDGC_MARKERS = ("scenario.yaml", "report.md", "sweep.yaml", "comparison.md", LOCK_NAME)  # comparison.md: --baseline
 
 
+# The files a run writes in its folder (docs/metrics.md): on --resume, one of them that is a link (to a
+# file elsewhere) is refused before anything is written.
+RUN_FILES = ("scenario.yaml", "sweep.yaml", CHECKPOINT, CHECKPOINT + ".tmp", "metrics.jsonl", "metrics.jsonl.tmp",
+             "clients.jsonl", "clients.jsonl.tmp", "failures.jsonl", "failures.jsonl.tmp", "summary.json",
+             "summary.json.tmp", "model.pt", "model.pt.tmp", "report.md", "comparison.md", "client-state.sqlite",
+             "flower-logs")
+
+
 class RunFolderError(ValueError):
     """A run folder cannot be used; ``str(err)`` is one line."""
+
+
+def _regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file itself (not a link to one)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _is_fedgc(folder: Path) -> bool:
+    return folder.is_dir() and any(_regular(folder / m) for m in FEDGC_MARKERS)
 
 
 class RunLock:
@@ -57,10 +86,18 @@ class RunLock:
         self._fd: int | None = fd
 
     def _open_and_lock(self) -> int:
-        try:
-            fd = os.open(self.folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        path = self.folder / LOCK_NAME
+        try:  # never through a link: the file a link points to is not truncated or written
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
         except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise RunFolderError(f"{path}: {LINK_REFUSED}") from None
             raise RunFolderError(f"{self.folder}: cannot create its lock file ({err.strerror})") from None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            os.close(fd)
+            what = "not a regular file" if not stat.S_ISREG(info.st_mode) else "a file with another hard link"
+            raise RunFolderError(f"{path}: {what}; fedgc does not write through it (remove it, or use another folder)")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -74,7 +111,7 @@ class RunLock:
         """Whether ``fd`` is still the folder's lock file (a holder that ended removed the one it
         locked: a lock on that removed file would protect nothing)."""
         try:
-            on_disk = os.stat(self.folder / LOCK_NAME)
+            on_disk = os.lstat(self.folder / LOCK_NAME)
         except FileNotFoundError:
             return False
         held = os.fstat(fd)
@@ -116,7 +153,7 @@ def claim_folder(folder: Path, *, overwrite: bool = False) -> RunLock:
     folder is never cleared)."""
     if folder.exists() and not folder.is_dir():
         raise RunFolderError(f"--out {folder}: exists and is not a folder")
-    was_fedgc = folder.is_dir() and any((folder / m).exists() for m in FEDGC_MARKERS)
+    was_fedgc = _is_fedgc(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -159,11 +196,22 @@ def new_run_folder(name: str, parent: Path = Path("runs")) -> tuple[Path, RunLoc
 
 
 def lock_existing(folder: Path) -> RunLock:
-    """Lock a run folder that must already exist (``--resume``)."""
+    """Lock a run folder that must already exist (``--resume``): only a fedgc run or sweep folder, none
+    of whose run files is a link; any other is refused before anything in it is touched."""
     if not folder.is_dir():
         raise RunFolderError(f"--resume {folder}: no such run folder")
+    if not any(_regular(folder / m) for m in ("scenario.yaml", "sweep.yaml")):
+        raise RunFolderError(f"--resume {folder}: not a fedgc run or sweep folder (no scenario.yaml or sweep.yaml "
+                             "in it); nothing in it was touched")
+    for name in (LOCK_NAME, *RUN_FILES):
+        if (folder / name).is_symlink():
+            raise RunFolderError(f"--resume {folder}: its {name} {LINK_REFUSED}")
     lock = RunLock(folder)
-    _stop_leftovers(folder)
+    try:
+        _stop_leftovers(folder)
+    except BaseException:
+        lock.release()
+        raise
     return lock
 
 
@@ -172,5 +220,22 @@ def _stop_leftovers(folder: Path) -> None:
     (fedgc.runtime_record) is stopped before the folder is used again, in one line each."""
     from fedgc.runtime_record import stop_all_leftovers
 
-    for line in stop_all_leftovers(folder):
+    for line in stop_all_leftovers(folder, held_by_another):
         print(line, file=sys.stderr)
+
+
+def held_by_another(folder: Path) -> bool:
+    """Whether another process holds ``folder``'s run lock (``RunLock``) now."""
+    try:
+        fd = os.open(folder / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False  # no lock file (or a link, which no fedgc process holds): nobody holds the folder
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)

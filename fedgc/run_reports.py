@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from fedgc import yaml12
-from fedgc.bounded import read_text
+from fedgc.bounded import read_text, write_whole
 from fedgc.engines import EXIT_INVALID
 from fedgc.metrics import RUN_FILE_MAX_BYTES, MetricsFileError, Summary, parse_record, read_rounds
 from fedgc.report_table import (
@@ -129,7 +129,7 @@ def write_report(runs: list[RunResult], out_dir: Path, fmt: str = "md") -> Path:
     plot_comparison([mean_series(row.row.run, [accuracy_points(r.rows) for r in group],
                                  group[0].summary.target_accuracy) for row, group in zip(rows, groups)], out_dir)
     path = out_dir / f"report.{fmt}"
-    path.write_text(render(rows, fmt, COMPARE_PLOT_FILES), encoding="utf-8")
+    write_whole(path, render(rows, fmt, COMPARE_PLOT_FILES))
     return path
 
 

@@ -2,12 +2,17 @@
 folder can stop whatever of it is still alive (belt and braces beside ``fedgc.process_guard``).
 
 ``<run>/flower-logs/runtime.json`` holds the runtime token every one of its processes carries in its
-environment (``FEDGC_RUNTIME_TOKEN``), the SuperLink's port, the pid of the fedgc process, and each
-started process's pid with its start time. ``--resume`` of the folder and a new run into it with
-``--overwrite`` call :func:`stop_leftovers` first: it stops the processes that still hold that token,
-and those recorded processes (and their descendants) whose start time still matches — never a
-process that merely reuses a pid — and says so in one line. The file is input like any other: read
-with a size bound, and ignored (with no process touched) when it is not what fedgc writes.
+environment (``FEDGC_RUNTIME_TOKEN``, beside ``FEDGC_RUNTIME_FOLDER``: the run folder's device and
+inode), the SuperLink's port, the pid of the fedgc process, and each started process's pid with its
+start time. ``--resume`` of the folder and a new run into it with ``--overwrite`` call
+:func:`stop_leftovers` first. The file is input like any other, written by whoever could write the
+folder: a pid and a start time in it prove nothing (a start time is public, ``/proc/PID/stat``). So
+it stops only processes it can prove are this folder's runtime: those whose own environment holds
+the recorded token *and* this folder's identity (``/proc/PID/environ`` is readable for this user's
+processes only), and the descendants of those (Ray writes some processes' titles over their
+environment); never pid 1, this process or its ancestors, or a kernel thread
+(``fedgc.process_tree.terminate``). It says so in one line. The record is read with a size bound,
+never through a link, and ignored (with no process touched) when it is not what fedgc writes.
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
-from fedgc.process_tree import Family, proc_start_time, terminate, token_holders
+from fedgc.bounded import open_no_follow, read_bytes, replace_no_follow
+from fedgc.process_tree import Family, folder_identity, proc_start_time, terminate, token_holders
 
 RECORD = Path("flower-logs") / "runtime.json"
 MAX_RECORD_BYTES = 64 * 1024
@@ -32,16 +39,17 @@ def write_record(folder: Path, token: str, port: int, processes: dict[str, int])
     path = folder / RECORD
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record))
-    os.replace(tmp, path)
+    with open_no_follow(tmp, "w") as f:
+        f.write(json.dumps(record))
+    replace_no_follow(tmp, path)
 
 
 def _read(folder: Path) -> dict | None:
     path = folder / RECORD
     try:
-        if not path.is_file() or path.stat().st_size > MAX_RECORD_BYTES:
+        if path.parent.is_symlink() or path.is_symlink() or not path.is_file():
             return None
-        record = json.loads(path.read_text())
+        record = json.loads(read_bytes(path, "runtime record", MAX_RECORD_BYTES))
     except (OSError, ValueError):
         return None
     if not isinstance(record, dict) or not isinstance(record.get("token"), str) or not _TOKEN.fullmatch(record["token"]):
@@ -49,21 +57,28 @@ def _read(folder: Path) -> dict | None:
     processes = record.get("processes")
     if not isinstance(processes, list) or len(processes) > 64:
         return None
-    known = {}
     for entry in processes:
         if not isinstance(entry, dict):
             return None
         pid, start = entry.get("pid"), entry.get("start")
         if type(pid) is not int or type(start) is not int or not 1 < pid < 2**22 or start < 0:
             return None
-        known[pid] = start
-    record["known"] = known
     return record
 
 
-def _finder(record: dict):
-    family = Family([], known=record["known"])
-    return lambda: sorted(set(token_holders(record["token"])) | set(family.members()))
+def _finder(record: dict, folder: Path):
+    """What of the recorded runtime is alive, proven: the processes holding its token and this folder's
+    identity in their own environment, and their descendants (remembered as they are re-parented while
+    they are stopped). The recorded pids are not trusted: a recorded process is found only by proof."""
+    family = Family([])
+    identity = folder_identity(folder)
+
+    def find() -> list[int]:
+        for pid in token_holders(record["token"], identity):
+            family.add(pid)
+        return family.members()
+
+    return find
 
 
 def leftovers(folder: Path) -> list[int]:
@@ -71,18 +86,25 @@ def leftovers(folder: Path) -> list[int]:
     record = _read(folder)
     if record is None or not os.path.isdir("/proc"):
         return []
-    return _finder(record)()
+    try:
+        return _finder(record, folder)()
+    except OSError:
+        return []
 
 
-def stop_all_leftovers(folder: Path) -> list[str]:
-    """:func:`stop_leftovers` for a run folder or a sweep folder (whose points are its subfolders)."""
+def stop_all_leftovers(folder: Path, in_use: Callable[[Path], bool]) -> list[str]:
+    """:func:`stop_leftovers` for a run folder or a sweep folder (whose points are its subfolders);
+    ``in_use(point)``: whether another process holds a point's folder (``fedgc.run_folder``'s lock)."""
     if not folder.is_dir():
         return []
     candidates = [folder]
     try:
-        candidates += sorted(p.parent.parent for p in folder.glob(f"*/{RECORD}"))[:10_000]
+        points = sorted(p.parent.parent for p in folder.glob(f"*/{RECORD}"))[:10_000]
     except OSError:
-        pass
+        points = []
+    # A point folder that is a link (to a folder elsewhere), or that another process holds (a run
+    # writing it now), is not this sweep's leftover.
+    candidates += [p for p in points if not p.is_symlink() and not in_use(p)]
     return [line for c in candidates if (line := stop_leftovers(c)) is not None]
 
 
@@ -92,7 +114,10 @@ def stop_leftovers(folder: Path) -> str | None:
     record = _read(folder)
     if record is None or not os.path.isdir("/proc"):
         return None
-    find = _finder(record)
+    try:
+        find = _finder(record, folder)
+    except OSError:
+        return None
     found = find()
     if not found:
         return None

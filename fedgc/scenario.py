@@ -24,15 +24,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, model_validator
 
 from fedgc import yaml12
 from fedgc.bounded import SCENARIO_MAX_BYTES, read_text
+from fedgc.compress.base import CompressorOptions
+from fedgc.compress.config import SECTION_KEYS as COMPRESSION_SECTION_KEYS
 from fedgc.compress.config import CompressionConfig, keep_options_for
 from fedgc.compress.downlink import DownlinkConfig
-from fedgc.data.config import DataConfig
+from fedgc.data.config import MAX_DATA_BYTES, DataConfig, known_input, synthetic_bytes
 from fedgc.execution.device import DEVICE_PATTERN
-from fedgc.extensions import resolve_scenario_paths
+from fedgc.extensions import PLUGIN_KEYS, is_built_in, resolve_scenario_paths, unchecked_plugins
 from fedgc.network.config import NetworkConfig
 from fedgc.network.flat_form import fold
 from fedgc.network.sections import SECTIONS
@@ -54,9 +56,11 @@ from fedgc.yaml12 import DuplicateKeyError
 from fedgc.yaml12 import dump as yaml12_dump
 from fedgc.yaml12 import load as yaml12_load
 
+MAX_NAME_CHARS = 200  # the run folder is named after it (a file name holds 255 bytes)
+
 
 class Scenario(_Section):
-    name: str = Field(..., min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(..., min_length=1, max_length=MAX_NAME_CHARS, pattern=r"^[A-Za-z0-9_.-]+$")
     seed: int = Field(0, ge=0, lt=2**32)
     rounds: int = Field(..., ge=1, le=1_000_000)
     engine: Literal["inline", "flower"] = "inline"
@@ -77,6 +81,15 @@ class Scenario(_Section):
     ray: RayConfig = Field(default_factory=RayConfig)
     checkpoint_every: int = Field(10, ge=0, le=1_000_000,
                                   description="write a resumable checkpoint every N rounds (0: never)")
+    # The plugins validated by name only (``validate(..., imports=False)``): "model my_pkg:Net", ...
+    _unchecked: tuple[str, ...] = PrivateAttr(default=())
+
+    @property
+    def unchecked_plugins(self) -> tuple[str, ...]:
+        """The plugins this scenario names that were not imported when it was read (``kind name``, e.g.
+        ``model my_pkg.models:Net``): their sections hold what was written, unchecked. Running the
+        scenario imports and checks them (``fedgc.run``, ``Run.model``)."""
+        return self._unchecked
 
     @classmethod
     def from_yaml(cls, path: str | Path, overrides: Mapping[str, Any] | None = None) -> Scenario:
@@ -86,6 +99,8 @@ class Scenario(_Section):
     @classmethod
     def from_dict(cls, tree: Mapping[str, Any]) -> Scenario:
         """Validate a mapping of scenario keys (nested sections, as in a YAML file)."""
+        if not isinstance(tree, Mapping):
+            raise ScenarioError(f"scenario: expected a mapping of scenario keys, not {type(tree).__name__}")
         return validate(dict(tree))
 
     @classmethod
@@ -95,10 +110,14 @@ class Scenario(_Section):
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> Scenario:
         """A copy with ``{dotted key: value}`` set (the keys ``--set`` takes), validated again."""
+        if not isinstance(overrides, Mapping) or len(overrides) > MAX_TREE_VALUES:
+            raise ScenarioError(f"overrides: expected a mapping of at most {MAX_TREE_VALUES:,} dotted keys")
         tree = self.model_dump(mode="json")
         for key, value in overrides.items():
+            if not isinstance(key, str):
+                raise ScenarioError(f"overrides: a key is a dotted string, not {type(key).__name__}")
             set_dotted(tree, key, value)
-        return validate(tree)
+        return validate(tree, imports=not self._unchecked)
 
     def to_yaml(self) -> str:
         """The scenario, every default filled in, as YAML (what a run folder's ``scenario.yaml`` holds)."""
@@ -112,6 +131,43 @@ class Scenario(_Section):
         if self.engine != "flower" and (self.ray.address is not None or self.ray.client_cpus is not None):
             raise ValueError("ray: only applies to engine: flower (Flower's simulation runtime); "
                              "the inline engine trains in this process")
+        return self
+
+    @model_validator(mode="after")
+    def _data_fits(self, info: ValidationInfo) -> Scenario:
+        if self.data.dataset == "synthetic" and ("data", "dataset") not in _unchecked_keys(info):
+            size = synthetic_bytes(self.data.num_clients, self.data.synthetic, self.seed)
+            if size > MAX_DATA_BYTES:
+                raise ValueError(
+                    f"data.synthetic: {self.data.num_clients:,} clients of dimension {self.data.synthetic.dimension:,} "
+                    f"would allocate {size / 2**30:.1f} GiB (seed {self.seed}'s device sizes), more than the "
+                    f"{MAX_DATA_BYTES / 2**30:.0f} GiB fedgc generates; lower the clients or the dimension, or set "
+                    "synthetic.max_samples_per_device")
+        return self
+
+    @model_validator(mode="after")
+    def _model_fits(self, info: ValidationInfo) -> Scenario:
+        from fedgc.models import estimated_parameters, max_parameters
+
+        unchecked = _unchecked_keys(info)
+        if ("model", "name") in unchecked or not is_built_in("model", self.model.name):
+            return self  # a plugin's builder is its own code: counted when it is built, never here
+        known = None if ("data", "dataset") in unchecked else known_input(self.data)
+        count = None
+        for shape, classes in ([known] if known is not None else []) + [((1,), 2)]:  # then the smallest input
+            try:
+                count = estimated_parameters(self.model.name, shape, classes, self.model.options)
+                break
+            except Exception:  # noqa: BLE001 — a model that cannot take this input: building it says why
+                known = None
+        limit = max_parameters()
+        if count is None:
+            return self
+        if count > limit:
+            what = f"input {shape} and {classes} classes" if known is not None else "the smallest input"
+            raise ValueError(f"model.options: model {self.model.name} has {'' if known else 'at least '}{count:,} "
+                             f"parameters for {what}, more than the {limit:,} fedgc builds "
+                             "(FEDGC_MAX_PARAMETERS raises it)")
         return self
 
     @model_validator(mode="after")
@@ -264,26 +320,146 @@ def _reject_non_finite(node: Any, where: str = "") -> None:
             _reject_non_finite(value, f"{where}.{i}")
 
 
-def validate(tree: dict[str, Any]) -> Scenario:
+# A tree given from Python is bounded as a YAML file is (fedgc.yaml12): depth, values, and no container
+# holding itself; its strings together as a scenario file's bytes, and its integers to 64 bits.
+MAX_TREE_DEPTH = yaml12.MAX_DEPTH
+MAX_TREE_VALUES = yaml12.MAX_NODES
+MAX_INT_BITS = 64
+
+
+def check_tree(tree: Any) -> None:
+    """``ScenarioError`` (one line) unless ``tree`` is within the bounds above; visits at most
+    ``MAX_TREE_VALUES`` values, never deeper than ``MAX_TREE_DEPTH`` (no recursion past it)."""
+    values, chars = 1, 0  # the values seen: counted as their container is opened, before any is visited
+    stack: list[tuple[Any, int, str]] = [(tree, 1, "scenario")]
+    path_ids: list[int] = []  # the containers from the root to the one being visited
+    while stack:
+        node, depth, where = stack.pop()
+        if node is _LEAVE:
+            path_ids.pop()
+            continue
+        if isinstance(node, str):
+            chars += len(node)
+            if chars > SCENARIO_MAX_BYTES:
+                raise ScenarioError(f"{where}: the scenario's strings hold more than {SCENARIO_MAX_BYTES:,} characters")
+        elif isinstance(node, int) and not isinstance(node, bool) and node.bit_length() > MAX_INT_BITS:
+            raise ScenarioError(f"{where}: an integer of {node.bit_length():,} bits is no scenario value")
+        elif isinstance(node, (dict, list, tuple)):
+            if id(node) in path_ids:
+                raise ScenarioError(f"{where}: contains itself")
+            if depth > MAX_TREE_DEPTH:
+                raise ScenarioError(f"{where}: nested more than {MAX_TREE_DEPTH} levels deep")
+            values += len(node)
+            if values > MAX_TREE_VALUES:
+                raise ScenarioError(f"{where}: the scenario holds more than {MAX_TREE_VALUES:,} values")
+            path_ids.append(id(node))
+            stack.append((_LEAVE, depth, where))
+            items = node.items() if isinstance(node, dict) else enumerate(node)
+            for key, value in items:
+                label = str(key)[:40] if isinstance(key, (str, int)) else type(key).__name__
+                if isinstance(key, str):
+                    chars += len(key)
+                stack.append((value, depth + 1, (f"{where}.{label}" if where != "scenario" else label)[:120]))
+
+
+_LEAVE = object()  # check_tree's marker: the walk leaves a container
+
+
+def _unchecked_keys(info: ValidationInfo) -> dict[tuple[str, str], str]:
+    return (info.context or {}).get("unchecked", {}) if info is not None else {}
+
+
+class _UncheckedOptions(CompressorOptions):
+    """A compressor plugin's options read without importing it: the common ones checked, its own kept as written."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ScenarioError(f"{where}: Input should be a valid dictionary")
+    return value
+
+
+def _stand_ins(tree: dict[str, Any], unchecked: dict[tuple[str, str], str]) -> dict[str, Any]:
+    """Each unchecked plugin in ``tree`` replaced by a built-in that takes no options, so the rest of the
+    scenario is validated as usual; returns what the plugins' sections held, for ``_put_back``."""
+    held: dict[str, Any] = {}
+    if ("model", "name") in unchecked:
+        held["model.options"] = _mapping(tree["model"].get("options"), "model.options")
+        tree["model"] = {**tree["model"], "name": "logreg", "options": {}}
+    if ("data", "dataset") in unchecked:
+        tree["data"] = {**tree["data"], "dataset": "digits"}  # like a user's data set: no files, no root
+    for key, stand_in in (("aggregation", "mean"), ("server_optimizer", "sgd")):
+        if ("strategy", key) in unchecked:
+            options = "aggregation_options" if key == "aggregation" else "server_optimizer_options"
+            held[f"strategy.{options}"] = _mapping(tree["strategy"].get(options), f"strategy.{options}")
+            tree["strategy"] = {**tree["strategy"], key: stand_in, options: {}}
+    if ("compression", "name") in unchecked:
+        from fedgc.compress.registry import COMPRESSORS
+
+        raw, name = tree["compression"], unchecked[("compression", "name")]
+        section = {k: v for k, v in raw.items() if k in COMPRESSION_SECTION_KEYS or (isinstance(v, dict) and k in COMPRESSORS)}
+        flat = {k: v for k, v in raw.items() if k not in section}
+        warmup = section.get("warmup_for")
+        if isinstance(warmup, list):
+            held["compression.warmup_for"] = warmup
+            section["warmup_for"] = [n for n in warmup if n != name]
+        try:
+            held["compression.options"] = _UncheckedOptions.model_validate(flat, strict=True)
+        except ValidationError as err:
+            first = err.errors()[0]
+            raise ScenarioError(f"compression.{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+        tree["compression"] = {**section, "name": "none"}
+    return held
+
+
+def _put_back(scenario: Scenario, unchecked: dict[tuple[str, str], str], held: dict[str, Any]) -> None:
+    """The plugins' names (and their sections as written) back in place of ``_stand_ins``' built-ins."""
+    for (section, key), name in unchecked.items():
+        setattr(getattr(scenario, section), key, name)
+    for dotted, value in held.items():
+        section, key = dotted.split(".")
+        setattr(getattr(scenario, section), key, value)
+    kinds = {(section, key): kind for section, key, kind in PLUGIN_KEYS}
+    scenario._unchecked = tuple(f"{kinds[where]} {name}" for where, name in unchecked.items())
+
+
+def validate(tree: dict[str, Any], *, imports: bool = True) -> Scenario:
     """Validate a scenario tree (strictly, finite numbers only); relative paths in it are taken from
-    the current directory. The caller's tree is not modified."""
+    the current directory. The caller's tree is not modified. ``imports=False`` reads without running
+    any plugin: an import path the process has not imported is checked as a name only, and its section
+    kept as written (``Scenario.unchecked_plugins``); for ``fedgc check``, ``fedgc.load_run`` and the
+    refusals of ``--resume``."""
+    check_tree(tree)
     tree = copy.deepcopy(tree)
     _reject_non_finite(tree)
     if isinstance(tree, dict):
         _resolve(tree, Path.cwd())
-    resolve_scenario_paths(tree)  # a user's model, dataset or compressor named by import path (PluginError)
+    unchecked: dict[tuple[str, str], str] = {}
+    held: dict[str, Any] = {}
+    if imports:
+        resolve_scenario_paths(tree)  # a user's model, dataset or compressor named by import path (PluginError)
+    else:
+        unchecked = {k: v for k, v in unchecked_plugins(tree).items() if k != ("downlink", "name")}
+        held = _stand_ins(tree, unchecked)
     try:
-        return Scenario.model_validate(tree, strict=True)
+        scenario = Scenario.model_validate(tree, strict=True, context={"unchecked": unchecked})
     except ValidationError as err:
         raise ScenarioError(_one_line(err)) from None
+    if unchecked:
+        _put_back(scenario, unchecked, held)
+    return scenario
 
 
-def load_scenario(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
-    """Read, override (``--set``) and validate a scenario file."""
+def load_scenario(path: str | Path, overrides: list[str] | tuple[str, ...] = (), *, imports: bool = True) -> Scenario:
+    """Read, override (``--set``) and validate a scenario file (``imports=False``: see ``validate``)."""
     tree = load_tree(path)
     for text in overrides:
         set_dotted(tree, *parse_override(text))
-    return validate(tree)
+    return validate(tree, imports=imports)
 
 
 def dump_scenario(scenario: Scenario) -> str:

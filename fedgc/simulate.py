@@ -18,7 +18,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from fedgc.bounded import writing
+from fedgc.bounded import write_whole, writing
 from fedgc.compare import human_summary
 from fedgc.core.stop import INTERRUPTED
 from fedgc.engines import EXIT_DIVERGED, EXIT_INVALID
@@ -107,16 +107,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.resume:
             out_dir = Path(args.resume)
             lock = lock_existing(out_dir)  # before reading anything: a running run's folder is refused
+            refuse_resume_unimported(out_dir)  # before any plugin is imported or run
             scenario = load_scenario(out_dir / "scenario.yaml")
         else:
             scenario = load_scenario(args.scenario, args.overrides)
         from fedgc.core.parts import federated_data
+        from fedgc.extensions import running
 
-        data = federated_data(scenario)  # load and partition now, so bad data fails fast with exit 2
+        with running("dataset", scenario.data.dataset):  # a user's data set: what it raises is one line
+            data = federated_data(scenario)  # load and partition now, so bad data fails fast with exit 2
         if args.check:
-            from fedgc.readiness import check_scenario
+            from fedgc.readiness import deep_report
 
-            print(f"ok: {check_scenario(scenario, data)}")
+            print(f"ok: {deep_report(scenario, data)}")
             return 0
         if not args.resume:
             if args.out:
@@ -127,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.baseline:
                 return _compare(scenario, out_dir, args)
             with writing(out_dir / "scenario.yaml"):
-                (out_dir / "scenario.yaml").write_text(dump_scenario(scenario))
+                write_whole(out_dir / "scenario.yaml", dump_scenario(scenario))
         from fedgc.api.runs import run_in_folder  # what fedgc.run does: one code path
 
         summary = run_in_folder(scenario, out_dir, quiet=args.quiet, resume=bool(args.resume)).summary
@@ -157,6 +160,28 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_DIVERGED
     return 0
+
+
+def refuse_resume_unimported(out_dir: Path) -> None:
+    """The refusals of ``--resume`` that need none of the scenario's plugins, made before any is imported
+    or run (``CheckpointError``, one line): no checkpoint, or one changed, unreadable or of another format;
+    a ``scenario.yaml`` that differs from the checkpoint's scenario, all of it when the scenario names no
+    plugin this process has not loaded, else in the plugins' names (their options are compared once
+    they are imported)."""
+    from fedgc.core import checkpoint
+    from fedgc.extensions import PLUGIN_KEYS
+
+    scenario = load_scenario(out_dir / "scenario.yaml", imports=False)
+    if not scenario.unchecked_plugins:
+        checkpoint.resumable(out_dir, scenario)
+        return
+    _, record = checkpoint.load(out_dir)
+    saved = record.get("fields") if isinstance(record.get("fields"), dict) else {}
+    changed = [f"{section}.{key}" for section, key, _ in PLUGIN_KEYS
+               if saved.get(f"{section}.{key}", "<absent>") != getattr(getattr(scenario, section), key)]
+    if changed:
+        raise checkpoint.CheckpointError(f"--resume {out_dir}: scenario.yaml differs from the scenario of the "
+                                         f"checkpoint in {', '.join(changed)}; start a new run to change it")
 
 
 def _compare(scenario, out_dir: Path, args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from fedgc.bounded import SCENARIO_MAX_BYTES, read_text
+from fedgc.bounded import SCENARIO_MAX_BYTES, read_text, write_whole
 from fedgc.core.stop import INTERRUPTED
 from fedgc.metrics import Summary
 from fedgc.scenario import Scenario, ScenarioError, dump_scenario, load_tree, parse_override, set_dotted
@@ -55,7 +55,7 @@ def run_point(scenario: Scenario, out_dir: Path, *, quiet: bool = True, overwrit
     from fedgc.run_folder import claim_folder
 
     with claim_folder(out_dir, overwrite=overwrite):
-        (out_dir / "scenario.yaml").write_text(dump_scenario(scenario))
+        write_whole(out_dir / "scenario.yaml", dump_scenario(scenario))
         return run_scenario(scenario, out_dir, quiet=quiet)
 
 
@@ -110,7 +110,7 @@ def run_sweep(base_tree: dict[str, Any], axes: list[SweepAxis], out_dir: Path, *
     planned = plan(base_tree, axes)
     if not resume:
         specs = [a.spec for a in axes]
-        (out_dir / MANIFEST).write_text(yaml.safe_dump(
+        write_whole(out_dir / MANIFEST, yaml.safe_dump(
             {"scenario": base_tree, "sweep": specs, "digest": plan_digest(base_tree, specs)}, sort_keys=False))
     from fedgc.sweep_jobs import run_all
 

@@ -47,7 +47,8 @@ def scalars(row: RoundRecord, totals: dict[str, float]) -> dict[str, float]:
 def write_events(run_dir: Path) -> Path:
     """``run_dir/tensorboard/`` from ``run_dir/metrics.jsonl`` (replacing an earlier export)."""
     try:
-        from torch.utils.tensorboard import SummaryWriter
+        from tensorboard.compat.proto.summary_pb2 import Summary
+        from torch.utils.tensorboard.writer import FileWriter
     except ImportError:
         raise TensorBoardUnavailable("--tensorboard needs the tensorboard package: pip install 'fedgc[tensorboard]'") from None
     import shutil
@@ -56,8 +57,14 @@ def write_events(run_dir: Path) -> Path:
     folder = run_dir / FOLDER
     shutil.rmtree(folder, ignore_errors=True)
     totals = {"up": 0.0, "down": 0.0}
-    with SummaryWriter(log_dir=str(folder)) as writer:
+    # One event per round holding all its scalars, not ``add_scalar``'s event per scalar: each event
+    # passes the writer's thread and a checksum computed in Python, and 20 a round made 10^5 rounds
+    # take minutes (bench/metrics_read.py --events).
+    writer = FileWriter(str(folder))
+    try:
         for step, row in enumerate(rows, start=1):  # a retried round has a row per attempt: steps count rows
-            for tag, value in scalars(row, totals).items():
-                writer.add_scalar(tag, value, global_step=step, walltime=row.sim_end_s)
+            values = [Summary.Value(tag=tag, simple_value=float(value)) for tag, value in scalars(row, totals).items()]
+            writer.add_summary(Summary(value=values), global_step=step, walltime=row.sim_end_s)
+    finally:
+        writer.close()
     return folder

@@ -4,6 +4,7 @@ metrics of a run that was never interrupted (same scenario, same seed)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -288,6 +289,11 @@ def _rewrite_checkpoint(run_dir: Path, edit) -> None:
     write_file(run_dir / CHECKPOINT, payload)
 
 
+def _client_memory(payload: dict) -> dict:
+    """Client 1's compression memory in a checkpoint's payload (its tensors by name)."""
+    return payload["state"]["transport"]["contexts"][1]["arrays"]["fedgc.memory"]
+
+
 @pytest.mark.parametrize(("edit", "named"), [
     (lambda p: p["state"]["run"]["weights"].update(extra=torch.zeros(3)), "an unknown extra"),
     (lambda p: p["state"]["run"]["weights"].pop(next(iter(p["state"]["run"]["weights"]))), "its model has no "),
@@ -300,6 +306,17 @@ def _rewrite_checkpoint(run_dir: Path, edit) -> None:
     (lambda p: p["state"].pop("network"), "is malformed"),
     (lambda p: p["state"]["run"].update(round="3"), "is malformed"),
     (lambda p: p["state"]["transport"].update(contexts={1: {"arrays": 5}}), "is malformed"),
+    # a client's compression memory (topk's residual) that its ClientApp would refuse every round
+    (lambda p: _client_memory(p).update({"residual/net.1.weight": torch.zeros(3)}),
+     "client 1's state: the restored memory 'residual/net.1.weight' has shape (3,), its parameter (128, 64)"),
+    (lambda p: _client_memory(p).update({"residual/net.3.bias": torch.full((10,), math.nan)}),
+     "client 1's state: the restored memory 'residual/net.3.bias' holds NaN or infinity"),
+    (lambda p: _client_memory(p).update({"residual/ghost": torch.zeros(3)}),
+     "client 1's state: the restored memory 'residual/ghost' names no parameter of the model"),
+    (lambda p: _client_memory(p).update({"sparse-indices/residual/net.1.weight": torch.zeros(1, dtype=torch.int64),
+                                         "sparse-values/residual/net.1.weight": torch.ones(1),
+                                         "sparse-shape/residual/net.1.weight": torch.tensor([10**6, 10**6])}),
+     "client 1's state: the stored fedgc.memory: state tensor 'residual/net.1.weight' declares a shape beyond"),
     (lambda p: p["state"]["network"]["clients"][1].update({"class": "os:system"}), "which is not allowed"),
     # a garbage RNG state (the strategy's selection generator)
     (lambda p: p["state"]["strategy"].update(rng="garbage"), "is malformed (strategy"),

@@ -27,6 +27,7 @@ from fedgc.flower.client_app import MEMORY_KEY, PENDING_KEY, app
 from fedgc.flower.client_checks import ClientRefusal
 from fedgc.flower.client_config import client_config_record
 from fedgc.flower.client_state import pack_state
+from fedgc.flower.keys import RESTORE_QUERY
 from fedgc.flower.setup import SCENARIO_YAML
 from fedgc.scenario import dump_scenario, validate
 from tests.flower_messages import instruction
@@ -229,6 +230,20 @@ STATE = [
     ("pending nan", PENDING_KEY, lambda: pack_state({f"1/{W0}": torch.full_like(W0T, math.nan)}), "bad-state"),
     ("memory as saved", MEMORY_KEY, lambda: pack_state({f"dgc_velocity/{W0}": torch.ones_like(W0T)}), None),
 ]
+# The memory in a ``query.restore`` message (the server's --resume on Flower's runtimes), then a train
+# message: an entry the client's memory (DGC: momentum and velocity) has no slot for is refused, never
+# silently dropped while the node trains without it.
+RESTORE = [
+    ("restore a misspelt slot of another shape", lambda: pack_state({f"velocity/{W0}": torch.zeros(3)}), "bad-state"),
+    ("restore a misspelt slot", lambda: pack_state({f"velocity/{W0}": torch.ones_like(W0T)}), "bad-state"),
+    ("restore another compressor's residual", lambda: pack_state({f"residual/{W0}": torch.ones_like(W0T)}),
+     "bad-state"),
+    ("restore a velocity of no parameter", lambda: pack_state({"dgc_velocity/ghost": torch.zeros(3)}), "bad-state"),
+    ("restore PowerSGD's Q of no parameter", lambda: pack_state({"powersgd_q/ghost": torch.zeros(3, 1)}),
+     "bad-state"),
+    ("restore the memory as saved", lambda: pack_state({f"dgc_momentum/{W0}": torch.ones_like(W0T),
+                                                       f"dgc_velocity/{W0}": torch.ones_like(W0T)}), None),
+]
 # The model's input or classes changed *and* the arrays built for that model: the message is
 # consistent, the node's data (8×8 digits, labels 0…9) does not fit it.
 MISMATCH = [
@@ -315,6 +330,8 @@ def vectors():
         ctx = context()
         ctx.state[key] = make()
         yield name, base_content(), ctx, expected
+    for name, make, expected in RESTORE:
+        yield name, base_content(), restored(RecordDict({MEMORY_KEY: make()})), expected
     for name, text, expected in RUN_CONFIG:
         ctx = context()
         ctx.run_config[SCENARIO_YAML] = text
@@ -323,6 +340,15 @@ def vectors():
         content = base_content()
         change(content)
         yield name, content, context(), expected
+
+
+def restored(state: RecordDict) -> Context:
+    """A node's context once it has answered the server's ``query.restore`` message carrying ``state``."""
+    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, 1
+    ctx = context()
+    app(instruction(state, 1, RESTORE_QUERY, message_id="r1"), ctx)
+    assert set(ctx.state) == set(state)
+    return ctx
 
 
 def answer(content: RecordDict, ctx: Context) -> str | None:

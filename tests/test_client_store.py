@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -19,9 +20,9 @@ import torch
 import yaml
 from flwr.app import ArrayRecord, ConfigRecord, RecordDict
 
-from fedgc.core.checkpoint import CHECKPOINT
+from fedgc.core.checkpoint import CHECKPOINT, CheckpointError
 from fedgc.core.checkpoint import load as load_checkpoint
-from fedgc.flower.client_store import STORE_FILE, store_kind
+from fedgc.flower.client_store import STORE_FILE, check_store_for_resume, store_kind
 from fedgc.flower.disk_store import DamagedState, DiskStore, StoreError
 from fedgc.scenario import validate
 from fedgc.simulate import main
@@ -93,6 +94,28 @@ def test_a_damaged_row_is_that_clients_failure_and_a_damaged_store_is_refused_on
         store.load_state_dict({"store": {**mark["store"], "id": "someone-else"}})
 
 
+def test_a_row_read_in_another_place_is_damaged_and_a_malformed_record_is_the_checkpoints_fault(tmp_path):
+    """A row's CRC is bound to its client, round and store: swapped mid-run, it is that client's
+    failure (``DamagedState``); a checkpoint whose record of the rows is malformed is refused as the
+    checkpoint's fault (a plain ``ValueError``, which the resume reports as checkpoint.pt's)."""
+    store = DiskStore(tmp_path / STORE_FILE)
+    store.save(1, 1, _state(1.0))
+    store.save(2, 1, _state(2.0))
+    mark = store.state_dict()
+    conn = sqlite3.connect(tmp_path / STORE_FILE)
+    conn.execute("UPDATE state SET client = -client")  # then 1 <-> 2, bytes and CRCs as they were
+    conn.execute("UPDATE state SET client = 3 + client")
+    conn.commit()
+    conn.close()
+    with pytest.raises(DamagedState, match="client 1's state is damaged"):
+        store.load(1)
+    rows = mark["store"]["rows"]
+    for bad in (rows.to(torch.int32), rows.flip(0), rows + torch.tensor([0, 5, 0]), rows[:, :2], [[1, 1, 0]]):
+        with pytest.raises(ValueError, match="client-state rows are malformed") as refused:
+            store.load_state_dict({"store": {**mark["store"], "rows": bad}})
+        assert not isinstance(refused.value, StoreError)
+
+
 def test_auto_picks_the_disk_for_a_large_population(tiny_scenario):
     tree = dict(tiny_scenario, client_state={"store": "auto", "auto_disk_gb": 1e-6})
     assert store_kind(validate(tree)) == "disk"
@@ -152,6 +175,152 @@ def test_a_damaged_store_on_resume_is_one_line(tmp_path, tiny_scenario, capsys, 
     assert main(["--resume", str(crashed)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "client-state store" in err and "Traceback" not in err, err
+    assert str(store) in err and CHECKPOINT not in err, err  # the damaged file is the store, not the checkpoint
+
+
+MARK = 6  # the bound run's checkpoint: 8 rounds, one every 3; the store holds rows up to round 8
+
+
+@pytest.fixture(scope="module")
+def bound_run(tmp_path_factory) -> Path:
+    """A disk-store run of 8 rounds with a checkpoint every 3 (every kind of client state, downlink
+    replicas included), uninterrupted: its checkpoint is of round 6, its store holds rows up to round 8."""
+    tiny = {"name": "bound", "seed": 7, "model": {"name": "mlp"}, "eval": {"target_accuracy": 0.5},
+            "client": {"local_steps": 3, "batch_size": 16, "lr": 0.1}}
+    folder = tmp_path_factory.mktemp("bound")
+    path = write(folder / "s.yaml", scenario_with(tiny, "disk", rounds=8, every=3))
+    assert main([str(path), "--out", str(folder / "full"), "--quiet"]) == 0
+    assert load_checkpoint(folder / "full")[0]["run"]["round"] == MARK
+    return folder / "full"
+
+
+def _newest(conn: sqlite3.Connection, upto: int = MARK) -> list[tuple[int, int, int, bytes]]:
+    """Each client's newest row up to round ``upto``: (client, generation, crc, data), by client."""
+    return conn.execute("SELECT client, MAX(generation), crc, data FROM state WHERE generation <= ? GROUP BY client "
+                        "ORDER BY client", (upto,)).fetchall()
+
+
+def _rows(conn: sqlite3.Connection) -> set[tuple[int, int]]:
+    return set(conn.execute("SELECT client, generation FROM state").fetchall())
+
+
+def _swap(conn: sqlite3.Connection, store: Path, upto: int = MARK) -> None:
+    """Two clients' rows (bytes and CRC) exchanged, as a file-level mix-up would."""
+    (a, ga, crc_a, data_a), (b, gb, crc_b, data_b) = _newest(conn, upto)[:2]
+    assert data_a != data_b
+    conn.execute("UPDATE state SET crc = ?, data = ? WHERE client = ? AND generation = ?", (crc_b, data_b, a, ga))
+    conn.execute("UPDATE state SET crc = ?, data = ? WHERE client = ? AND generation = ?", (crc_a, data_a, b, gb))
+
+
+def _copy(conn: sqlite3.Connection, store: Path) -> None:
+    """One client's bytes copied over another's row, with the CRC its new place asks for: every row
+    matches its CRC, only the checkpoint's record can tell."""
+    (_, _, _, data_a), (b, gb, _, data_b) = _newest(conn)[:2]
+    assert data_a != data_b
+    conn.execute("UPDATE state SET crc = ?, data = ? WHERE client = ? AND generation = ?",
+                 (DiskStore(store).row_crc(b, gb, data_a), data_a, b, gb))
+
+
+def _delete_client(conn: sqlite3.Connection, store: Path) -> None:
+    conn.execute("DELETE FROM state WHERE client = ?", (_newest(conn)[0][0],))
+
+
+def _delete_all(conn: sqlite3.Connection, store: Path) -> None:
+    conn.execute("DELETE FROM state")
+
+
+def _delete_mark_row(conn: sqlite3.Connection, store: Path) -> None:
+    """The row at the checkpoint's round of a client that also has an older one: the old code handed
+    that client the older state."""
+    rows = _rows(conn)
+    client = next(c for c, g, _, _ in _newest(conn) if g == MARK and any(h < MARK for d, h in rows if d == c))
+    conn.execute("DELETE FROM state WHERE client = ? AND generation = ?", (client, MARK))
+
+
+def _move_past(conn: sqlite3.Connection, store: Path) -> None:
+    """A client's row at the checkpoint's round renumbered past it, with the CRC its new place asks for
+    (the client also has an older row: the old code handed it that one)."""
+    rows = _rows(conn)
+    client, _, _, data = next(r for r in _newest(conn) if r[1] == MARK and (r[0], MARK + 1) not in rows
+                              and any(h < MARK for d, h in rows if d == r[0]))
+    conn.execute("UPDATE state SET generation = ?, crc = ? WHERE client = ? AND generation = ?",
+                 (MARK + 1, DiskStore(store).row_crc(client, MARK + 1, data), client, MARK))
+
+
+@pytest.mark.parametrize(("tamper", "refusal"), [
+    (_swap, "does not match its CRC"),
+    (_copy, "is not the one the checkpoint recorded"),
+    (_delete_client, "which the checkpoint recorded, is missing"),
+    (_delete_all, "which the checkpoint recorded, is missing"),
+    (_delete_mark_row, f"the checkpoint recorded round {MARK}"),
+    (_move_past, f"the checkpoint recorded round {MARK} (a row deleted, or moved)"),
+], ids=["swapped", "copied", "one-client-deleted", "all-deleted", "mark-row-deleted", "moved-past-mark"])
+def test_a_store_whose_rows_were_moved_between_clients_or_rounds_is_refused_on_resume(tmp_path, bound_run, capsys,
+                                                                                     tamper, refusal):
+    """Every client's row a resume would hand out is bound to its client, round and store, and the
+    checkpoint records which row each client had: rows swapped, copied, deleted or renumbered behind
+    fedgc's back are one line naming the store (exit 2), and nothing of the run folder changes."""
+    crashed = tmp_path / "crashed"
+    _crashed_copy(bound_run, crashed, 7)
+    store = crashed / STORE_FILE
+    conn = sqlite3.connect(store)
+    tamper(conn, store)
+    conn.commit()
+    conn.close()
+    kept = {name: (crashed / name).read_bytes() for name in (CHECKPOINT, "metrics.jsonl")}
+    capsys.readouterr()
+    assert main(["--resume", str(crashed), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"client-state store {store}" in err and refusal in err and CHECKPOINT not in err, err
+    assert {name: (crashed / name).read_bytes() for name in kept} == kept
+    # engine: flower checks the same before its runtime starts (its ServerApp would fail in another process)
+    with pytest.raises(CheckpointError, match=re.escape(err.removeprefix("error: ").strip())):
+        check_store_for_resume(load_checkpoint(crashed)[0]["transport"], crashed)
+
+
+def test_a_clean_store_resumes_to_the_uninterrupted_metrics_and_a_checkpoint_records_every_clients_row(
+        tmp_path, bound_run):
+    """The untouched store resumes (byte-identical metrics); the checkpoint's record is each client's
+    newest row (client, round, CRC), read from an index that does not touch the states."""
+    state, _ = load_checkpoint(bound_run)
+    conn = sqlite3.connect(bound_run / STORE_FILE)
+    recorded = state["transport"]["store"]["rows"]
+    assert recorded.tolist() == [[c, g, crc] for c, g, crc, _ in _newest(conn)]
+    plan = " ".join(str(r) for r in conn.execute("EXPLAIN QUERY PLAN SELECT client, MAX(generation), crc FROM state "
+                                                  "GROUP BY client ORDER BY client").fetchall())
+    conn.close()
+    assert "COVERING INDEX" in plan, plan
+    crashed = tmp_path / "crashed"
+    _crashed_copy(bound_run, crashed, 7)
+    assert main(["--resume", str(crashed), "--quiet"]) == 0
+    assert (crashed / "metrics.jsonl").read_bytes() == (bound_run / "metrics.jsonl").read_bytes()
+
+
+def test_a_checkpoint_that_predates_the_binding_or_an_old_store_is_refused_in_one_line(tmp_path, bound_run, capsys):
+    """A checkpoint that records no client's row (written before the binding), or a store of format 1
+    (rows not bound), cannot be verified: refused, one line naming the store, nothing changed."""
+    from fedgc.core.checkpoint import read_file, write_file
+
+    old_checkpoint = tmp_path / "old-checkpoint"
+    _crashed_copy(bound_run, old_checkpoint, 7)
+    payload, _ = read_file(old_checkpoint / CHECKPOINT)
+    del payload["state"]["transport"]["store"]["rows"]
+    write_file(old_checkpoint / CHECKPOINT, payload)
+    old_store = tmp_path / "old-store"
+    _crashed_copy(bound_run, old_store, 7)
+    conn = sqlite3.connect(old_store / STORE_FILE)
+    conn.execute("UPDATE meta SET value = 1 WHERE key = 'format'")
+    conn.commit()
+    conn.close()
+    for folder, refusal in ((old_checkpoint, "the checkpoint predates binding the store's rows to it"),
+                            (old_store, "has format 1")):
+        kept = (folder / "metrics.jsonl").read_bytes()
+        capsys.readouterr()
+        assert main(["--resume", str(folder), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"client-state store {folder / STORE_FILE}" in err and refusal in err, err
+        assert (folder / "metrics.jsonl").read_bytes() == kept
 
 
 @pytest.mark.slow
@@ -177,6 +346,17 @@ def test_sigkill_with_a_disk_store_then_resume_gives_identical_metrics(tmp_path,
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert (killed / CHECKPOINT).is_file() and (killed / STORE_FILE).is_file()
+    # The killed run's store with two clients' rows swapped: the command line refuses it in one line.
+    swapped = tmp_path / "swapped"
+    shutil.copytree(killed, swapped)
+    conn = sqlite3.connect(swapped / STORE_FILE)
+    _swap(conn, swapped / STORE_FILE, load_checkpoint(swapped)[0]["transport"]["store"]["generation"])
+    conn.commit()
+    conn.close()
+    refused = subprocess.run([sys.executable, "-m", "fedgc.simulate", "--resume", str(swapped), "--quiet"],
+                             cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert f"client-state store {swapped / STORE_FILE} is damaged" in refused.stderr, refused.stderr
     done = subprocess.run([sys.executable, "-m", "fedgc.simulate", "--resume", str(killed), "--quiet"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
@@ -184,7 +364,7 @@ def test_sigkill_with_a_disk_store_then_resume_gives_identical_metrics(tmp_path,
 
 
 @pytest.mark.ray
-def test_flower_runtime_with_a_disk_store_matches_inline_in_memory(tmp_path, tiny_scenario):
+def test_flower_runtime_with_a_disk_store_matches_inline_in_memory(tmp_path, tiny_scenario, capsys):
     """Flower's simulation runtime with ``client_state.store: disk``: each node's state is loaded from the
     run folder's store for its message (``client_store_mod``) and Flower's contexts hold nothing."""
     pytest.importorskip("ray", reason="engine flower needs Ray: pip install 'fedgc[ray]'")
@@ -205,13 +385,24 @@ def test_flower_runtime_with_a_disk_store_matches_inline_in_memory(tmp_path, tin
     assert DiskStore(full / STORE_FILE).clients()  # the states are in the run folder's store
 
     # The checkpoint (round 2) is the store's mark, not every node's state gathered by the server;
-    # a crash after round 3 (the store ahead of the checkpoint) resumes to the same rows.
+    # a crash after round 3 (the store ahead of the checkpoint) resumes to the same rows, and a store
+    # with two clients' rows swapped is refused in one line naming it before the runtime starts.
     state, _ = load_checkpoint(full)
     assert state["run"]["round"] == 2 and set(state["transport"]) == {"store"}
     crashed = tmp_path / "crashed"
     _crashed_copy(full, crashed, 2)
+    swapped = tmp_path / "swapped"  # the same, with two clients' rows swapped: refused in one line
+    shutil.copytree(crashed, swapped)
+    conn = sqlite3.connect(swapped / STORE_FILE)
+    _swap(conn, swapped / STORE_FILE, 2)
+    conn.commit()
+    conn.close()
     assert main(["--resume", str(crashed), "--quiet"]) == 0
     assert differences(_rows(full), _rows(crashed)) == []
+    capsys.readouterr()
+    assert main(["--resume", str(swapped), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"client-state store {swapped / STORE_FILE} is damaged" in err, err
 
 
 def test_a_disk_store_adopts_the_states_a_checkpoint_holds_itself(tmp_path):

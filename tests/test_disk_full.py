@@ -69,6 +69,7 @@ def test_a_full_disk_is_one_line_and_a_resume_with_room_again_ends_like_the_unin
     lines = full.stderr.strip().splitlines()
     assert full.returncode == 2 and len(lines) == 1 and "Traceback" not in full.stderr, full.stderr
     assert lines[0].startswith("error: ") and str(run) in lines[0], lines[0]
+    assert "no space left on device" in lines[0].lower(), lines[0]  # the OS's reason, not torch's internal text
     assert not [p.name for p in run.rglob("*.tmp")], "a half-written file was left"
     if not (run / "checkpoint.pt").is_file():
         return  # full before the first checkpoint: nothing to resume
@@ -76,3 +77,24 @@ def test_a_full_disk_is_one_line_and_a_resume_with_room_again_ends_like_the_unin
     resumed = simulate("--resume", str(run))
     assert resumed.returncode == 0, resumed.stderr
     assert (run / "metrics.jsonl").read_bytes() == uninterrupted
+
+
+def test_torch_s_own_text_never_stands_for_a_full_disk(small_disk):
+    """``torch.save`` into a file on a full disk raises a ``RuntimeError`` of its own ("unexpected pos
+    ...", the ``ENOSPC`` only its context): the line a user reads names the file and says no space is
+    left, for a file written under ``writing`` (``model.pt``) and for the checkpoint."""
+    import torch
+
+    from fedgc.bounded import writing
+    from fedgc.core.checkpoint import CheckpointWriteError, write_file
+
+    tensor = torch.zeros(SIZE_KIB * 1024 // 4 * 2)  # twice the disk
+    path = small_disk / "model.pt"
+    with pytest.raises(OSError) as caught, writing(path), open(path, "wb") as f:
+        torch.save({"w": tensor}, f)
+    assert str(caught.value) == f"[Errno 28] No space left on device: '{path}'"
+    path.unlink()
+    with pytest.raises(CheckpointWriteError) as caught:
+        write_file(small_disk / "checkpoint.pt", {"format": 4, "w": tensor})
+    assert str(caught.value) == (f"{small_disk / 'checkpoint.pt'}: cannot write the checkpoint (No space left on "
+                                 "device); the previous checkpoint, if any, is kept")

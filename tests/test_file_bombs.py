@@ -112,7 +112,7 @@ def test_a_model_too_large_to_build_is_refused_before_allocation(tmp_path, capsy
     path = tmp_path / "s.yaml"
     path.write_text(TINY.replace("{name: mlp}", "{name: mlp, options: {hidden: [100000000]}}"))
     err = one_line_error(capsys, [str(path), "--check"], within_s=30)
-    assert "7,500,000,010 parameters, more than the 268,435,456 fedgc builds" in err
+    assert "model mlp has 7,500,000,010 parameters" in err and "more than the 268,435,456 fedgc builds" in err
 
 
 def test_resume_of_a_folder_whose_scenario_became_a_bomb_is_one_line(tmp_path, capsys):

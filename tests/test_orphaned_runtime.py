@@ -20,7 +20,7 @@ import uuid
 import pytest
 import yaml
 
-from fedgc.process_tree import descendants, proc_start_time
+from fedgc.process_tree import RUNTIME_FOLDER, RUNTIME_TOKEN, descendants, folder_identity, proc_start_time
 from fedgc.runtime_record import RECORD, leftovers, stop_leftovers
 
 from .conftest import REPO
@@ -250,56 +250,80 @@ def test_a_guarded_process_stopped_by_its_parent_is_not_touched_after_a_normal_e
     assert proc_start_time(int(out.stdout)) is None, "the guard exited with its parent"
 
 
-def test_the_record_stops_only_processes_whose_start_time_matches(tmp_path):
-    """A recorded pid whose start time differs is another process (pid reuse): left alone. A record
-    that is not fedgc's (wrong types, oversize, no token) touches nothing."""
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+def test_the_record_stops_only_processes_that_prove_they_are_its_runtime(tmp_path):
+    """The record's token and this folder's identity in a process's own environment prove it is the
+    folder's runtime; its descendants (whose environment Ray may overwrite) go with it. A recorded pid
+    and start time prove nothing; a holder of the token started for another folder is not this one's.
+    A record that is not fedgc's (wrong types, oversize, a malformed token) touches nothing."""
+    token = uuid.uuid4().hex
+    sleep = [sys.executable, "-c", "import time; time.sleep(300)"]
+    named = subprocess.Popen(sleep)  # recorded by pid and start time, without the token
+    elsewhere = subprocess.Popen(sleep, env={**os.environ, RUNTIME_TOKEN: token, RUNTIME_FOLDER: "1:1"})
     try:
         (tmp_path / RECORD).parent.mkdir(parents=True)
-        start = proc_start_time(sleeper.pid)
-        token = uuid.uuid4().hex
-        record = {"token": token, "port": 1, "processes": [{"name": "x", "pid": sleeper.pid, "start": start + 1}]}
+        start = proc_start_time(named.pid)
+        record = {"token": token, "port": 1, "processes": [{"name": "x", "pid": named.pid, "start": start}]}
         (tmp_path / RECORD).write_text(json.dumps(record))
-        assert leftovers(tmp_path) == [] and stop_leftovers(tmp_path) is None and sleeper.poll() is None
-        for hostile in ({**record, "token": "../../etc"}, {**record, "processes": [{"pid": "1", "start": 0}]},
-                        {**record, "processes": [{"pid": 10**12, "start": 0}]}, [1, 2], "x" * 70_000):
-            (tmp_path / RECORD).write_text(json.dumps(hostile))
-            assert leftovers(tmp_path) == [] and sleeper.poll() is None
-        record["processes"][0]["start"] = start
-        (tmp_path / RECORD).write_text(json.dumps(record))
-        assert leftovers(tmp_path) == [sleeper.pid]
-        line = stop_leftovers(tmp_path)
-        assert line == f"stopped 1 process(es) an earlier run of {tmp_path} left running (its SuperLink on port 1)"
-        assert sleeper.wait(timeout=20) is not None
+        assert leftovers(tmp_path) == [] and stop_leftovers(tmp_path) is None
+        assert named.poll() is None and elsewhere.poll() is None
+        holder = subprocess.Popen(sleep, env={**os.environ, RUNTIME_TOKEN: token,
+                                              RUNTIME_FOLDER: folder_identity(tmp_path)})
+        try:
+            for hostile in ({**record, "token": "../../etc"}, {**record, "processes": [{"pid": "1", "start": 0}]},
+                            {**record, "processes": [{"pid": 10**12, "start": 0}]}, [1, 2], "x" * 70_000):
+                (tmp_path / RECORD).write_text(json.dumps(hostile))
+                assert leftovers(tmp_path) == [] and holder.poll() is None
+            (tmp_path / RECORD).write_text(json.dumps(record))
+            assert leftovers(tmp_path) == [holder.pid]
+            line = stop_leftovers(tmp_path)
+            assert line == f"stopped 1 process(es) an earlier run of {tmp_path} left running (its SuperLink on port 1)"
+            assert holder.wait(timeout=20) is not None
+        finally:
+            holder.kill()
+        assert named.poll() is None and elsewhere.poll() is None
     finally:
-        sleeper.kill()
+        for process in (named, elsewhere):
+            process.kill()
+            process.wait()
 
 
 def test_resume_of_a_folder_first_stops_what_its_record_names_in_one_line(tmp_path, capsys):
     """``--resume`` stops what is left of the folder's recorded runtime before it reads the folder: the
-    holders of its token and its recorded processes (by pid and start time), not a bystander."""
+    holders of its token and folder identity, with their descendants; not a process the record names
+    by pid and start time only, nor a bystander of another token."""
     from fedgc.simulate import main
 
     token = uuid.uuid4().hex
+    folder = tmp_path / "run"
+    (folder / RECORD).parent.mkdir(parents=True)
+    (folder / "scenario.yaml").write_text("name: [unclosed\n")  # a run folder, whose scenario then fails
     sleep = [sys.executable, "-c", "import time; time.sleep(300)"]
-    holder = subprocess.Popen(sleep, env={**os.environ, "FEDGC_RUNTIME_TOKEN": token})
+    # A holder whose child does not carry the token (as Ray's title rewrite leaves it): its descendant.
+    parent = [sys.executable, "-c", ("import os, subprocess, sys, time; env = {k: v for k, v in os.environ.items() "
+              "if not k.startswith('FEDGC_RUNTIME')}; c = subprocess.Popen(sys.argv[1:], env=env); "
+              "print(c.pid, flush=True); time.sleep(300)"), *sleep]
+    holder = subprocess.Popen(parent, env={**os.environ, RUNTIME_TOKEN: token, RUNTIME_FOLDER: folder_identity(folder)},
+                              stdout=subprocess.PIPE, text=True)
+    child = int(holder.stdout.readline())
     recorded = subprocess.Popen(sleep)
-    bystander = subprocess.Popen(sleep, env={**os.environ, "FEDGC_RUNTIME_TOKEN": uuid.uuid4().hex})
+    bystander = subprocess.Popen(sleep, env={**os.environ, RUNTIME_TOKEN: uuid.uuid4().hex})
     try:
-        folder = tmp_path / "run"
-        (folder / RECORD).parent.mkdir(parents=True)
         entry = {"name": "flower-superlink", "pid": recorded.pid, "start": proc_start_time(recorded.pid)}
         (folder / RECORD).write_text(json.dumps({"token": token, "port": 1, "processes": [entry]}))
-        assert main(["--resume", str(folder), "--quiet"]) == 2  # no scenario.yaml: a one-line error after
+        assert main(["--resume", str(folder), "--quiet"]) == 2  # the scenario.yaml: a one-line error after
         lines = capsys.readouterr().err.splitlines()
         assert lines[0] == f"stopped 2 process(es) an earlier run of {folder} left running (its SuperLink on port 1)"
         assert len(lines) == 2 and lines[1].startswith("error: "), lines
-        assert holder.wait(timeout=20) is not None and recorded.wait(timeout=20) is not None
+        assert holder.wait(timeout=20) is not None
+        wait_gone(lambda: [child] if proc_start_time(child) is not None else [], 20)
+        assert recorded.poll() is None, "a pid and start time in a file prove nothing"
         assert bystander.poll() is None, "a process of another token is not touched"
     finally:
         for process in (holder, recorded, bystander):
             process.kill()
             process.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
 
 
 # A process holding a shaped star (network namespaces) with a process in the client's namespace.

@@ -127,6 +127,22 @@ def test_a_run_that_stopped_early_is_marked(capsys, two_runs, tmp_path):
     assert "† stopped: stopped early (diverged: non-finite model)." in out
 
 
+@pytest.mark.parametrize("value", ["NaN", "Infinity"])
+def test_non_finite_accuracies_are_left_out_of_the_plots(capsys, two_runs, tmp_path, value):
+    """A hand-edited metrics.jsonl whose every accuracy is NaN (fedgc itself writes null) still gets its
+    report and overlays: the rounds are no points on the curves, never a matplotlib traceback."""
+    run = tmp_path / "nan"
+    shutil.copytree(two_runs[0], run)
+    metrics = run / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    metrics.write_text("".join(json.dumps({**row, "accuracy": float(value)}) + "\n" for row in rows))
+    assert value in metrics.read_text()
+    code, out, err = report(capsys, run, "--out", tmp_path / "cmp")
+    assert code == 0 and err == "" and markdown_rows(out)[0]["run"] == "nan"
+    for name in COMPARE_PLOT_FILES:
+        assert (tmp_path / "cmp" / name).stat().st_size > 5_000
+
+
 def break_summary(run: Path, text: str) -> None:
     (run / "summary.json").write_text(text)
 

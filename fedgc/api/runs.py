@@ -4,6 +4,7 @@ The command line's ``fedgc run`` goes through ``run_in_folder`` too: one code pa
 
 from __future__ import annotations
 
+import math
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
@@ -44,10 +45,12 @@ class Run:
 
     @property
     def model(self) -> nn.Module:
-        """The final global model, built from the scenario and loaded with ``weights`` (on the CPU)."""
+        """The final global model, built from the scenario and loaded with ``weights`` (on the CPU). This
+        builds it: a plugin the scenario names is imported and run here (``load_run`` never does)."""
         from fedgc.core.parts import build_model_for, federated_data
 
-        model = build_model_for(self.scenario, federated_data(self.scenario))
+        scenario = as_scenario(self.scenario)
+        model = build_model_for(scenario, federated_data(scenario))
         model.load_state_dict(self.weights)
         return model
 
@@ -64,9 +67,10 @@ class Run:
 
 
 def as_scenario(scenario: Scenario | dict | str | Path) -> Scenario:
-    """A ``Scenario`` from a scenario, a dict of scenario keys or the path of a YAML file."""
+    """A ``Scenario`` from a scenario, a dict of scenario keys or the path of a YAML file, its plugins
+    imported (one read by ``load_run`` is validated again, its plugins now imported and checked)."""
     if isinstance(scenario, Scenario):
-        return scenario
+        return validate(scenario.model_dump(mode="json")) if scenario.unchecked_plugins else scenario
     if isinstance(scenario, dict):
         return validate(scenario)
     if isinstance(scenario, (str, Path)):
@@ -117,12 +121,12 @@ def run(scenario: Scenario | dict | str | Path, out: str | Path | None = None, *
 
 def _run_claimed(scenario: Scenario, out_dir: Path, *, overwrite: bool, quiet: bool,
                  observers: list[RoundObserver]) -> Run:
-    from fedgc.bounded import writing
+    from fedgc.bounded import write_whole, writing
     from fedgc.run_folder import claim_folder
 
     with claim_folder(out_dir, overwrite=overwrite):
         with writing(out_dir / "scenario.yaml"):
-            (out_dir / "scenario.yaml").write_text(dump_scenario(scenario))
+            write_whole(out_dir / "scenario.yaml", dump_scenario(scenario))
         return run_in_folder(scenario, out_dir, quiet=quiet, observers=observers)
 
 
@@ -136,14 +140,46 @@ def _client_records(path: Path) -> list[ClientRecord]:
         raise MetricsFileError(f"{path}: not a clients.jsonl ({type(err).__name__})") from None
 
 
-def load_weights(path: Path) -> dict[str, torch.Tensor]:
-    """A ``model.pt`` (a ``state_dict`` of tensors), read with ``weights_only``; one-line errors."""
+def expected_tensors(scenario: Scenario) -> dict[str, tuple[str, tuple[int, ...] | None]] | None:
+    """``{name: (dtype, shape)}`` of the scenario's model's ``state_dict``, from a build of the built-in
+    model on PyTorch's ``meta`` device (nothing allocated, no user code); the shape None where only the
+    data's files tell it (the model's input). None for a plugin model: it is never built to read a run."""
+    from fedgc.data.config import known_input
+    from fedgc.extensions import is_built_in
+    from fedgc.models import tensor_specs
+
+    if scenario.unchecked_plugins and any(p.startswith("model ") for p in scenario.unchecked_plugins):
+        return None
+    if not is_built_in("model", scenario.model.name):
+        return None
+    known = None if any(p.startswith("dataset ") for p in scenario.unchecked_plugins) else known_input(scenario.data)
+    for shape, classes in ([known] if known is not None else []) + [((1, 28, 28), 10), ((80,), 80), ((1,), 2)]:
+        try:
+            specs = tensor_specs(scenario.model.name, shape, classes, scenario.model.options)
+        except Exception:  # noqa: BLE001 — a model that cannot take this input: try the next one
+            known = None
+            continue
+        return {k: (dtype, tuple(sh) if known is not None else None) for k, (dtype, sh) in specs.items()}
+    return None
+
+
+def load_weights(path: Path, expected: dict[str, tuple[str, tuple[int, ...] | None]] | None = None
+                 ) -> dict[str, torch.Tensor]:
+    """A ``model.pt`` (a ``state_dict`` of tensors), read with ``weights_only``; one-line errors.
+    ``expected`` (``expected_tensors``): its tensors' names and dtypes, and shapes where known, must be
+    those; with every shape known, a file much larger than those tensors is refused unread."""
     from fedgc.run_reports import RunFolderError
 
     if not path.is_file():
         raise RunFolderError(f"{path}: no such file")
-    if path.stat().st_size > MODEL_FILE_MAX_BYTES:
-        raise RunFolderError(f"{path}: larger than {MODEL_FILE_MAX_BYTES} bytes")
+    limit = MODEL_FILE_MAX_BYTES
+    if expected is not None and all(shape is not None for _, shape in expected.values()):
+        payload = sum(math.prod(shape) * torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+                      for dtype, shape in expected.values() if shape is not None)
+        limit = min(limit, payload + 1024 * len(expected) + 64 * 1024)  # torch.save's zip: names, headers
+    if path.stat().st_size > limit:
+        raise RunFolderError(f"{path}: larger than {limit} bytes" + (" (the scenario's model is smaller)"
+                                                                      if limit < MODEL_FILE_MAX_BYTES else ""))
     try:
         weights = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 — any unpickling error is one line
@@ -151,7 +187,24 @@ def load_weights(path: Path) -> dict[str, torch.Tensor]:
     if not isinstance(weights, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
                                                 for k, v in weights.items()):
         raise RunFolderError(f"{path}: not a state_dict of tensors")
+    if expected is not None:
+        problem = _mismatch(weights, expected)
+        if problem is not None:
+            raise RunFolderError(f"{path}: not the scenario's model ({problem})")
     return weights
+
+
+def _mismatch(weights: dict[str, torch.Tensor], expected: dict[str, tuple[str, tuple[int, ...] | None]]) -> str | None:
+    missing, extra = [k for k in expected if k not in weights], [k for k in weights if k not in expected]
+    if missing or extra:
+        return f"no tensor {missing[0][:80]}" if missing else f"an unknown tensor {extra[0][:80]}"
+    for name, (dtype, shape) in expected.items():
+        found = str(weights[name].dtype).removeprefix("torch.")
+        if found != dtype:
+            return f"{name} is {found}, the model's is {dtype}"
+        if shape is not None and tuple(weights[name].shape) != shape:
+            return f"{name} has shape {tuple(weights[name].shape)}, the model's is {shape}"
+    return None
 
 
 def load_run(path: str | Path) -> Run:
@@ -162,14 +215,15 @@ def load_run(path: str | Path) -> Run:
     folder = Path(path)
     result = read_run(folder)
     try:
-        scenario = validate(result.scenario)
+        scenario = validate(result.scenario, imports=False)  # reading runs no plugin
     except ScenarioError as err:
         raise RunFolderError(f"{folder / 'scenario.yaml'}: {err}") from None
     try:
         clients = _client_records(folder / "clients.jsonl")
     except MetricsFileError as err:
         raise RunFolderError(str(err)) from None
-    return Run(scenario, result.summary, result.rows, clients, load_weights(folder / "model.pt"), folder)
+    weights = load_weights(folder / "model.pt", expected_tensors(scenario))
+    return Run(scenario, result.summary, result.rows, clients, weights, folder)
 
 
 def runs_in(out: str | Path | None, prefix: str, run_into: Callable[[Path], list[Run]]) -> tuple[list[Run], Path | None]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fedgc.api.runs import Run, as_scenario, load_run, runs_in
+from fedgc.bounded import write_whole
 from fedgc.report_table import GroupRow, RunResult, group_runs, render
 from fedgc.scenario import Scenario
 
@@ -59,7 +60,7 @@ def report(runs: Iterable[Run | str | Path], out: str | Path | None = None, fmt:
         plot(loaded, out)
     text = table(loaded, fmt)
     if out is not None:
-        Path(out, f"report.{fmt}").write_text(text, encoding="utf-8")
+        write_whole(Path(out, f"report.{fmt}"), text)
     return text
 
 

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from fedgc.bounded import open_no_follow, os_error_behind, replace_no_follow
 from fedgc.core.plain_state import PlainStateError, from_plain, to_plain
 from fedgc.run_folder import CHECKPOINT
 
@@ -97,6 +98,12 @@ class CheckpointWriteError(OSError):
     """A checkpoint could not be written (a full disk); ``str(err)`` is one line naming the file."""
 
 
+class StateFileError(ValueError):
+    """A part whose state lives in a file of its own (the disk client-state store) refuses that file on
+    resume; ``str(err)`` is one line naming it, passed on as it is (the fault is that file's, not the
+    checkpoint's)."""
+
+
 def run_state(rounds_done: int, metrics_rows: int, weights: dict[str, torch.Tensor]) -> dict:
     """The run's own part: rounds completed, rows of metrics.jsonl up to the checkpoint (a retried
     round has a row per attempt) and the global model then."""
@@ -115,7 +122,7 @@ def write_file(path: Path, payload: dict) -> Path:
     over ``path``; a failed write is one line and leaves ``path`` as it was."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with tmp.open("w+b") as f:
+        with open_no_follow(tmp, "w+b") as f:  # never through a link planted in the run folder
             f.write(MAGIC + b"0" * 64 + b"\n")
             torch.save(payload, _Offset(f, HEADER_BYTES))
             f.flush()
@@ -124,10 +131,11 @@ def write_file(path: Path, payload: dict) -> Path:
             f.write(digest.encode())
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)  # atomic on POSIX: readers see the old file or the new one
+        replace_no_follow(tmp, path)  # atomic on POSIX: readers see the old file or the new one
     except (OSError, RuntimeError) as err:
         tmp.unlink(missing_ok=True)
-        why = os.strerror(err.errno) if isinstance(err, OSError) and err.errno else str(err).splitlines()[0][:120]
+        failed = err if isinstance(err, OSError) and err.errno else os_error_behind(err)  # torch's own text hides it
+        why = os.strerror(failed.errno) if failed is not None else str(err).splitlines()[0][:120]
         raise CheckpointWriteError(f"{path}: cannot write the checkpoint ({why}); the previous checkpoint, if any, "
                                    "is kept") from None
     return path
@@ -233,8 +241,16 @@ def restore(state: dict, parts: dict, shapes: dict[str, tuple[int, ...]]) -> Non
             raise CheckpointError(f"{CHECKPOINT} and the scenario disagree on the {name} part")
         if part is None:
             continue
+        # A part that can tell how its saved state fails the model (the transport: the clients' memories)
+        # is asked first: a resume refuses it here rather than the run failing a client every round.
+        fits = getattr(part, "state_mismatch", None)
+        mismatch = fits(state[name], shapes) if callable(fits) else None
+        if mismatch is not None:
+            raise CheckpointError(f"{CHECKPOINT} does not fit this scenario's model: {mismatch}")
         try:
             part.load_state_dict(state[name])
+        except StateFileError as err:
+            raise CheckpointError(str(err).splitlines()[0] if str(err) else type(err).__name__) from None
         except Exception as err:  # noqa: BLE001 — a state that does not fit (a garbage RNG state...) is one line
             why = str(err).splitlines()[0] if isinstance(err, ValueError) and str(err) else "its saved state does not fit this run"
             raise CheckpointError(f"{CHECKPOINT} is malformed ({name}: {why})") from None

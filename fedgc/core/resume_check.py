@@ -57,7 +57,7 @@ def in_todays_form(fields: dict[str, object]) -> dict[str, object] | None:
                 return None
         node[key] = value
     try:
-        return flat_fields(validate(tree).model_dump(mode="json"))
+        return flat_fields(validate(tree, imports=False).model_dump(mode="json"))  # reading runs no plugin
     except ScenarioError:
         return None
 

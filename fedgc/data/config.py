@@ -20,11 +20,41 @@ MAX_CLIENTS = 10_000
 MAX_SYNTHETIC_CLIENTS = 1_000  # synthetic with the paper's uncapped (heavy-tailed) device sizes
 MAX_SYNTHETIC_CLIENTS_CAPPED = 100_000  # synthetic with synthetic.max_samples_per_device set
 MAX_SYNTHETIC_VALUES = 300_000_000  # clients × max_samples_per_device × dimension: 1.2 GB of float32 features
+# What generating synthetic data allocates at most (``synthetic_bytes``: the features' float32 values, their
+# labels and device ids, and the largest device's float64 draws while it is generated), checked when the
+# scenario is validated, from the seed's own device sizes, before anything is allocated.
+MAX_DATA_BYTES = 2 * 1024**3
 # Datasets read from data.root (or $FEDGC_DATA_DIR); the others ship with a package or are generated.
 FILE_DATASETS = ("mnist", "fashion_mnist", "kmnist", "shakespeare", "femnist")
 # Every name of ``fedgc.data.DATASETS`` (tests/test_import_graph.py checks they agree): the section names the
 # datasets without importing their loaders, which import this module.
 DATASET_NAMES = ("digits", *FILE_DATASETS, "synthetic")
+
+
+def synthetic_bytes(num_clients: int, config: SyntheticConfig, seed: int) -> int:
+    """The bytes generating ``dataset: synthetic`` allocates at most, from the device sizes the seed
+    draws (``fedgc.data.synthetic.device_sizes``; a few ms for 100,000 devices): 4 B per feature value and
+    16 B per sample (label, device id) in the splits, and 24 B per value of the largest device while it
+    is drawn (float64 features, noise and their sum)."""
+    import numpy as np
+
+    from fedgc.data.synthetic import device_sizes
+
+    sizes = device_sizes(num_clients, np.random.default_rng(seed), config.max_samples_per_device)
+    total, largest = int(sizes.sum()), int(sizes.max(initial=0))
+    return total * (4 * config.dimension + 16) + 24 * largest * config.dimension
+
+
+def known_input(config: DataConfig) -> tuple[tuple[int, ...], int] | None:
+    """(input shape, classes) of a built-in dataset whose shape does not depend on its files (digits,
+    femnist, synthetic); None when only loading it tells (IDX files, Shakespeare, hf:, a user's data)."""
+    if config.dataset == "digits":
+        return (1, 8, 8), 10
+    if config.dataset == "femnist":
+        return (1, 28, 28), 62
+    if config.dataset == "synthetic":
+        return (config.synthetic.dimension,), config.synthetic.num_classes
+    return None
 
 
 class SyntheticConfig(BaseModel):

@@ -18,12 +18,17 @@ import numpy as np
 from fedgc.data.base import ArrayDataset, CentralDataset
 
 
+def device_sizes(num_devices: int, rng: np.random.Generator, max_samples: int | None = None) -> np.ndarray:
+    """Each device's sample count, the generator's first draw (so a scenario's data size is known from
+    its seed before anything is generated: ``fedgc.data.config.synthetic_bytes``)."""
+    sizes = rng.lognormal(4.0, 2.0, num_devices).astype(np.int64) + 50
+    return np.minimum(sizes, max_samples) if max_samples is not None else sizes
+
+
 def generate_synthetic(num_devices: int, rng: np.random.Generator, *, alpha: float = 1.0, beta: float = 1.0,
                        iid: bool = False, dimension: int = 60, num_classes: int = 10,
                        train_fraction: float = 0.9, max_samples: int | None = None) -> CentralDataset:
-    sizes = rng.lognormal(4.0, 2.0, num_devices).astype(np.int64) + 50
-    if max_samples is not None:
-        sizes = np.minimum(sizes, max_samples)
+    sizes = device_sizes(num_devices, rng, max_samples)
     mean_w = rng.normal(0.0, alpha, num_devices)
     b_means = rng.normal(0.0, beta, num_devices)
     std_x = np.power(np.arange(1, dimension + 1, dtype=np.float64), -1.2) ** 0.5

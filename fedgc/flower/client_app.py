@@ -6,10 +6,14 @@ updates from this client were applied (``applied-rounds``); any other pending up
 the memory, so an upload that was cut or late is never lost.
 
 The client's training and compression settings come from the message (its ``client-config``
-record, docs/client-protocol.md), as for a client in any language; the scenario in the run config is
-read only for the simulated data partition (``simulation_partition``: a device started with
-``--node-config "data-dir=DIR"`` trains on its own ``DIR/train.npz`` instead) and, with downlink
-compression, the initial replica (``fedgc.flower.downlink_mod``).
+record, docs/client-protocol.md), as for a client in any language. A device started with
+``--node-config "data-dir=DIR"`` trains on its own ``DIR/train.npz`` and never reads the run config's
+scenario; a simulation's node (no ``data-dir``) reads it for its data partition
+(``simulation_partition``), its ``device`` and ``deterministic`` unless its node config sets them, and,
+with downlink compression, the initial replica (``fedgc.flower.downlink_mod``). Everything a node
+handles runs under its operator's import policy (node config ``plugins``, ``node_policy_mod``): a
+message or a run config never makes it import a module, or load a ``fedgc.plugins`` entry point, its
+operator did not list.
 """
 
 from __future__ import annotations
@@ -47,16 +51,24 @@ from fedgc.flower.client_store import client_store_mod
 from fedgc.flower.downlink_mod import downlink_mod
 from fedgc.flower.keys import DATA_DIR, DETERMINISTIC, DEVICE, MEMORY_KEY, PENDING_KEY, PLUGINS, ReplyMetrics
 from fedgc.flower.partition_grid import PARTITION_QUERY, RESTORE_QUERY, STATE_QUERY
-from fedgc.flower.setup import SCENARIO_PATH, SCENARIO_YAML, scenario_from_run_config
+from fedgc.flower.setup import SCENARIO_PATH, SCENARIO_YAML, node_scenario
 from fedgc.flower.update_record import encode_update
 from fedgc.import_paths import node_policy
 from fedgc.models import build_model, tensor_specs
 from fedgc.training import LocalTrainResult, steps_for_epochs
 
+
+def node_policy_mod(msg: Message, context: Context, call_next) -> Message:
+    """A ClientApp mod, the outermost: the node handles the message (and reads the run config) under
+    its operator's import policy, node config ``plugins="my_pkg,other_pkg"`` (none when absent)."""
+    with node_policy(context.node_config.get(PLUGINS)):
+        return call_next(msg, context)
+
+
 # The downlink mod rebuilds the model from a compressed difference (scenario `downlink`) before
 # train() sees the message; without downlink compression it passes messages through.
 # With a disk store (Flower's simulation runtime), client_store_mod loads the node's state first.
-app = ClientApp(mods=[client_store_mod, downlink_mod])
+app = ClientApp(mods=[node_policy_mod, client_store_mod, downlink_mod])
 
 
 def _load_tensors(context: Context, key: str, device: torch.device | None = None,
@@ -105,33 +117,33 @@ def local_data(context: Context, settings: ClientSettings) -> ArrayDataset:
 
 
 def run_scenario(context: Context):
-    """The scenario of a simulation's run config, read with fedgc's bounded YAML reader (a billion-laughs
-    document or 50,000 levels of nesting are refused at once); one that is not a valid scenario is
-    refused as ``bad-run-config``, never a traceback."""
-    import yaml
+    """The scenario of a simulation's run config (``fedgc.flower.setup.node_scenario``: bounded YAML,
+    imports only as the node's policy allows); one the node cannot read is refused as
+    ``bad-run-config``, never a traceback."""
+    return node_scenario(context)
 
-    try:
-        return scenario_from_run_config(context.run_config)
-    except (ValueError, TypeError, OSError, RecursionError, yaml.YAMLError) as err:
-        first = str(err).strip().splitlines()
-        detail = first[0][:200] if first else type(err).__name__
-        raise ClientRefusal("bad-run-config", f"the run config's scenario: {detail}") from None
+
+def reads_run_scenario(context: Context) -> bool:
+    """Whether this node takes settings from the run config's scenario: a simulation's node (no
+    ``data-dir``) whose run config names one; a device with its own data never reads it."""
+    return not context.node_config.get(DATA_DIR) and bool(
+        context.run_config.get(SCENARIO_YAML) or context.run_config.get(SCENARIO_PATH))
 
 
 def client_device(context: Context) -> torch.device:
     """Where this node trains: its node config's ``device`` (``--node-config "... device=cuda"``),
     else, in a simulation, the scenario's ``device``; ``auto`` (a GPU when there is one) otherwise."""
     spec = context.node_config.get(DEVICE)
-    if spec is None and (context.run_config.get(SCENARIO_YAML) or context.run_config.get(SCENARIO_PATH)):
+    if spec is None and reads_run_scenario(context):
         spec = run_scenario(context).device
     return resolve_device(str(spec) if spec is not None else "auto")
 
 
 def client_deterministic(context: Context) -> bool:
     """Whether this node trains with deterministic algorithms: its node config's ``deterministic``
-    (``--node-config "... deterministic=true"``), else, in a simulation, the scenario's."""
+    (``--node-config "... deterministic=true"``), else, in a simulation, the scenario's; false otherwise."""
     flag = context.node_config.get(DETERMINISTIC)
-    if flag is None and (context.run_config.get(SCENARIO_YAML) or context.run_config.get(SCENARIO_PATH)):
+    if flag is None and reads_run_scenario(context):
         return run_scenario(context).deterministic
     return str(flag).strip().lower() in ("true", "1", "yes")
 
@@ -206,7 +218,7 @@ def train(msg: Message, context: Context) -> Message:
     compressor, memory = build_compression(settings.compression)
     elements = sum(math.prod(shape) for shape in shapes.values())
     stored = {key: _load_tensors(context, key, device, elements) for key in (MEMORY_KEY, PENDING_KEY)}
-    check_memory(stored[MEMORY_KEY], shapes, "memory")
+    check_memory(stored[MEMORY_KEY], shapes, "memory", memory)
     check_memory(stored[PENDING_KEY], shapes, "pending update")
     memory.load_state_dict(stored[MEMORY_KEY])
     settle_pending(memory, stored[PENDING_KEY], set(round_config.applied_rounds))

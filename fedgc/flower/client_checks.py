@@ -9,6 +9,7 @@ docs/client-protocol.md; the ClientApp raises it and Flower answers the server w
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord
 
+from fedgc.compress.memory import Memory
 from fedgc.flower import keys
 
 NPY_HEADER_MAX = 4096  # a .npy header of a model tensor is ~128 bytes
@@ -156,19 +158,39 @@ def check_model_arrays(record: object, specs: dict[str, tuple[str, tuple[int, ..
 
 
 SHAPED_LIKE_THE_PARAMETER = ("residual/", "dgc_momentum/", "dgc_velocity/", "signum_momentum/")
+PER_PARAMETER_SLOTS = (*SHAPED_LIKE_THE_PARAMETER, "powersgd_q/")  # fedgc's memories: <slot>/<parameter>
 
 
-def check_memory(tensors: dict[str, torch.Tensor], shapes: dict[str, tuple[int, ...]], what: str) -> None:
+def check_memory(tensors: dict[str, torch.Tensor], shapes: dict[str, tuple[int, ...]], what: str,
+                 memory: Memory | None = None) -> None:
     """A restored compression memory (``what`` = "memory") or set of pending updates ("pending update"):
-    every tensor finite, and a residual, momentum, velocity or pending update of a parameter the
-    parameter's shape (a compressor's other slots, PowerSGD's Q, have shapes of their own)."""
+    every tensor finite; a residual, momentum, velocity or pending update of a parameter the
+    parameter's shape (a compressor's other slots, PowerSGD's Q, have shapes of their own); an entry
+    of fedgc's memories (``<slot>/<parameter>``) of a parameter of the model; and, given the client's
+    fresh ``memory``, every entry one that memory keeps (a misspelt slot or another compressor's would
+    be dropped without a word, and the node would train without it)."""
     for name, tensor in tensors.items():
         prefix, _, param = name.partition("/")
         pending = what == "pending update"
         if pending and (not prefix.isdigit() or param not in shapes):
             raise ClientRefusal("bad-state", f"the restored {what} {name!r:.80} names no round and parameter")
+        if not pending and name.startswith(PER_PARAMETER_SLOTS) and param not in shapes:
+            raise ClientRefusal("bad-state", f"the restored {what} {name!r:.80} names no parameter of the model")
         if (pending or name.startswith(SHAPED_LIKE_THE_PARAMETER)) and tuple(tensor.shape) != shapes.get(param):
             raise ClientRefusal("bad-state", f"the restored {what} {name!r:.80} has shape {tuple(tensor.shape)}, "
                                 f"its parameter {shapes.get(param)}")
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise ClientRefusal("bad-state", f"the restored {what} {name!r:.80} holds NaN or infinity")
+    if memory is not None and tensors:
+        probe = copy.deepcopy(memory)  # fresh and empty: loading it keeps references, copies no tensor
+        try:
+            probe.load_state_dict(tensors)
+            kept = set(probe.state_dict())
+        except (ValueError, TypeError, KeyError, IndexError, RuntimeError) as err:
+            detail = str(err).splitlines()[0][:120] if str(err) else type(err).__name__
+            raise ClientRefusal("bad-state", f"the restored {what} does not load into this client's compressor "
+                                f"memory ({type(memory).__name__}): {detail}") from None
+        unused = next((name for name in tensors if name not in kept), None)
+        if unused is not None:
+            raise ClientRefusal("bad-state", f"the restored {what} {unused!r:.80} is no slot of this client's "
+                                f"compressor memory ({type(memory).__name__}): it would be unused")

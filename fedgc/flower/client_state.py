@@ -143,6 +143,35 @@ def _check_sizes(record: ArrayRecord, max_elements: int) -> None:
                 raise ValueError(f"state tensor {name!r:.80} has indices outside its shape")
 
 
+def saved_state_mismatch(contexts: object, shapes: dict[str, tuple[int, ...]]) -> str | None:
+    """How the clients' states a checkpoint holds (``{node: records_state(...)}``) fail the checks a
+    client makes of a restored state (``client_checks.check_memory``: sizes, shapes, names, finite),
+    naming the node; None when they pass or are not of that form (``load_state_dict`` says so)."""
+    from fedgc.flower.client_checks import ClientRefusal, check_memory
+    from fedgc.flower.keys import MEMORY_KEY, PENDING_KEY
+
+    if not isinstance(contexts, dict):
+        return None
+    elements = sum(math.prod(shape) for shape in shapes.values())
+    for node, saved in contexts.items():
+        arrays = saved.get("arrays") if isinstance(saved, dict) else None
+        if not isinstance(arrays, dict):
+            continue
+        for key, what in ((MEMORY_KEY, "memory"), (PENDING_KEY, "pending update")):
+            tensors = arrays.get(key)
+            if not isinstance(tensors, dict) or not all(isinstance(t, torch.Tensor) for t in tensors.values()):
+                continue
+            try:
+                record = ArrayRecord({k: Array(t.detach().cpu().contiguous().numpy()) for k, t in tensors.items()})
+                check_memory(unpack_state(record, elements), shapes, what)
+            except ClientRefusal as refusal:
+                return f"client {node}'s state: {str(refusal).removeprefix(refusal.reason + ': ')}"
+            except (ValueError, TypeError, IndexError, KeyError, OverflowError, RuntimeError) as err:
+                detail = str(err).splitlines()[0][:160] if str(err) else type(err).__name__
+                return f"client {node}'s state: the stored {key}: {detail}"
+    return None
+
+
 def context_state(context: Context) -> dict:
     """A ``Context.state`` as plain tensors and values (what a checkpoint stores)."""
     return records_state(context.state)

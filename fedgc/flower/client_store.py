@@ -9,8 +9,9 @@ message it handles and written back after it. One interface, two stores (scenari
   state of every client ever selected stays in RAM. Right for small populations.
 - ``DiskStore``: an SQLite file (Python's own ``sqlite3``) in the run folder,
   ``<run>/client-state.sqlite``, one row per client and version, the ``RecordDict`` serialized as
-  Flower puts it on the wire (lossless: every array's bytes as they were) behind a CRC-32. RAM holds
-  only the states of the clients handling a message now, however large the population.
+  Flower puts it on the wire (lossless: every array's bytes as they were) behind a CRC-32 bound to
+  the store, client and round. RAM holds only the states of the clients handling a message now,
+  however large the population.
 
 The disk store itself: ``fedgc.flower.disk_store``.
 """
@@ -67,6 +68,32 @@ class MemoryStore:
 
     def close(self) -> None:
         pass
+
+
+def check_store_for_resume(state: dict, out_dir: Path) -> None:
+    """Before a runtime whose nodes keep their states in ``out_dir``'s store starts (``engine: flower``
+    on ``--resume``): the store holds the rows the checkpoint recorded (``state``: its transport part),
+    else one ``CheckpointError`` line naming the store, not a failed runtime. Changes nothing; the
+    ServerApp checks again as it takes the store back (``DiskStore.load_state_dict``)."""
+    from fedgc.core.checkpoint import CHECKPOINT, CheckpointError
+    from fedgc.flower.disk_store import DiskStore
+
+    if not isinstance(state, dict) or "store" not in state:
+        return  # a checkpoint holding the states itself: the store adopts them
+    path = Path(out_dir) / STORE_FILE
+    if not path.is_file():
+        raise CheckpointError(f"client-state store {path} is missing: the checkpoint's client states are in it")
+    store = None
+    try:
+        store = DiskStore(path)
+        store.check_mark(state)
+    except StoreError as err:
+        raise CheckpointError(str(err)) from None
+    except ValueError as err:  # the checkpoint's mark itself
+        raise CheckpointError(f"{CHECKPOINT} is malformed (transport: {err})") from None
+    finally:
+        if store is not None:
+            store.close()
 
 
 def store_kind(scenario: Scenario, parameters: int | None = None) -> str:

@@ -2,8 +2,11 @@
 a compressed model difference back into the model, before the ClientApp sees the message.
 
 The replica (the model this client holds) lives in ``context.state``. A client that has none yet
-holds the initial model, which it builds from the scenario's seed exactly as the server does (a
-node that cannot announces ``no-replica`` in its partition reply and gets the whole model first:
+holds the initial model, which it builds from the run's seed exactly as the server does: a device
+with its own data (node config ``data-dir``) from the train message's checked ``client-config``
+(model, options, input shape, classes, seed: it never reads the run config's scenario), a
+simulation's node from the run config's scenario, under its import policy (a node that cannot
+announces ``no-replica`` in its partition reply and gets the whole model first:
 docs/client-protocol.md). The
 digest of the replica must match the server's before and after applying the difference; if not, the
 mod raises and the round counts the client as failed — the server then sends the next download
@@ -19,25 +22,39 @@ from fedgc.compress.downlink import Weights, apply_download, as_replica, model_d
 from fedgc.core.parts import build_model_for
 from fedgc.flower import keys
 from fedgc.flower.batched import BATCHED_DELTA, BATCHED_TRAIN
+from fedgc.flower.client_checks import NodeLimits
+from fedgc.flower.client_config import read_client_config
 from fedgc.flower.client_state import pack_state, unpack_state
 from fedgc.flower.downlink_stage import BASE_DIGEST, DELTA_KEY, NEW_DIGEST, RESET
-from fedgc.flower.keys import REPLICA_KEY
-from fedgc.flower.setup import scenario_from_run_config
+from fedgc.flower.keys import DATA_DIR, PLUGINS, REPLICA_KEY
+from fedgc.flower.setup import node_scenario
 from fedgc.flower.update_record import decode_update
+from fedgc.import_paths import node_policy
+from fedgc.models import build_model
 
 
 class DownlinkOutOfSync(RuntimeError):
     """This client's replica is not the one the server's download was computed from."""
 
 
-def initial_model(context: Context) -> Weights:
-    scenario = scenario_from_run_config(context.run_config)
-    return as_replica(build_model_for(scenario).state_dict())
+def initial_model(context: Context, content: RecordDict | None = None) -> Weights:
+    """The model every client holds before its first download. A device with its own data builds it
+    from ``content``'s client-config, checked (``read_client_config``: the model known to this node,
+    its size within the node's limits) under the node's import policy; a simulation's node from the
+    run config's scenario (``node_scenario``; ``bad-run-config`` when it cannot read it)."""
+    if context.node_config.get(DATA_DIR):
+        record = content.config_records.get(keys.CLIENT_CONFIG) if content is not None else None
+        with node_policy(context.node_config.get(PLUGINS)):
+            settings = read_client_config(record, NodeLimits.from_node_config(context.node_config))
+        model = build_model(settings.model, settings.input_shape, settings.num_classes, settings.seed,
+                            options=settings.model_options)
+        return as_replica(model.state_dict())
+    return as_replica(build_model_for(node_scenario(context)).state_dict())
 
 
-def _replica(context: Context) -> Weights:
+def _replica(context: Context, content: RecordDict | None = None) -> Weights:
     stored = context.state.array_records.get(REPLICA_KEY)
-    return unpack_state(stored) if stored is not None else initial_model(context)
+    return unpack_state(stored) if stored is not None else initial_model(context, content)
 
 
 def rebuilt_replica(msg: Message, context: Context) -> Weights:
@@ -46,7 +63,7 @@ def rebuilt_replica(msg: Message, context: Context) -> Weights:
     config = msg.content.config_records.get(keys.CONFIG)
     if config is None or not isinstance(config.get(BASE_DIGEST), str) or not isinstance(config.get(NEW_DIGEST), str):
         raise DownlinkOutOfSync("a compressed download without its replica digests")
-    replica = _replica(context)
+    replica = _replica(context, msg.content)
     have = model_digest(replica)
     if have != config[BASE_DIGEST]:
         raise DownlinkOutOfSync(f"replica {have} is not the download's base {config[BASE_DIGEST]}")
@@ -82,7 +99,7 @@ def _checked_reset(msg: Message, context: Context) -> Weights:
     if record is None:
         raise DownlinkOutOfSync("a reset download without the model")
     model = as_replica(record.to_torch_state_dict())
-    expected = {k: tuple(v.shape) for k, v in initial_model(context).items()}
+    expected = {k: tuple(v.shape) for k, v in initial_model(context, msg.content).items()}
     if {k: tuple(v.shape) for k, v in model.items()} != expected:
         raise DownlinkOutOfSync("a reset download whose tensors are not the model's")
     if not all(bool(torch.isfinite(v).all()) for v in model.values()):

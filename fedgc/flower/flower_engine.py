@@ -47,7 +47,16 @@ from fedgc.flower.setup import NODE_WAIT_S, OUT_DIR, QUIET, SCENARIO_PATH, SCENA
 from fedgc.import_paths import ALLOW_IMPORTS_ENV
 from fedgc.metrics import Summary, read_summary
 from fedgc.process_guard import Guard
-from fedgc.process_tree import RUNTIME_TOKEN, Family, adopts_orphans, descendants, terminate, token_holders
+from fedgc.process_tree import (
+    RUNTIME_FOLDER,
+    RUNTIME_TOKEN,
+    Family,
+    adopts_orphans,
+    descendants,
+    folder_identity,
+    terminate,
+    token_holders,
+)
 from fedgc.runtime_record import write_record
 from fedgc.scenario import Scenario, dump_scenario
 
@@ -196,6 +205,8 @@ def run_on_simulation_runtime(scenario: Scenario, out_dir: Path | None, *, quiet
         env = flower_env(home)
         env.update(import_paths_env(env))  # a scenario's import paths resolve in the runtime's processes too
         set_ray_address(env, scenario)
+        if out_dir is not None:  # what proves a leftover process is this folder's (fedgc.runtime_record)
+            env[RUNTIME_FOLDER] = folder_identity(out)
         port = free_port()
         write_connection(home, CONNECTION, f"127.0.0.1:{port}")
         if not quiet:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -22,7 +21,7 @@ import torch
 from flwr.app import ArrayRecord, Message, MessageType, RecordDict
 
 from fedgc.aggregators import AGGREGATORS
-from fedgc.bounded import writing
+from fedgc.bounded import open_no_follow, replace_no_follow, writing
 from fedgc.compress.base import DensePayload
 from fedgc.compress.warmup import recorded_density
 from fedgc.core import checkpoint
@@ -223,8 +222,9 @@ def _rounds(transport: Transport, scenario: Scenario, out_dir: Path | None, meas
     summary = log.summarize(scenario.name, scenario.eval.target_accuracy, time.perf_counter() - wall_start, stopped)
     if out_dir is not None:
         with writing(out_dir / "model.pt"):  # the final (or last good) global model, whole or not at all
-            torch.save(last_good, out_dir / "model.pt.tmp")
-            os.replace(out_dir / "model.pt.tmp", out_dir / "model.pt")
+            with open_no_follow(out_dir / "model.pt.tmp", "wb") as f:
+                torch.save(last_good, f)
+            replace_no_follow(out_dir / "model.pt.tmp", out_dir / "model.pt")
     for observer in observers:  # the plots among them: before the summary, which marks the folder complete
         observer.finished(summary, log.rows, last_good)
     if out_dir is not None:

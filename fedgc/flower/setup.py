@@ -7,11 +7,30 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from flwr.app import UserConfig
+from flwr.app import Context, UserConfig
 
-from fedgc.flower.keys import NODE_WAIT_S, OUT_DIR, QUIET, SCENARIO_PATH, SCENARIO_YAML  # noqa: F401 — defined in keys.py
+from fedgc.flower.client_checks import ClientRefusal
+from fedgc.flower.keys import NODE_WAIT_S, OUT_DIR, PLUGINS, QUIET, SCENARIO_PATH, SCENARIO_YAML  # noqa: F401 — defined in keys.py
+from fedgc.import_paths import node_policy
 from fedgc.scenario import Scenario, load_scenario, validate
 from fedgc.yaml12 import load as yaml12_load
+
+
+def node_scenario(context: Context) -> Scenario:
+    """The run config's scenario as a ClientApp reads it (a simulation's node without ``data-dir``):
+    with fedgc's bounded YAML reader (a billion-laughs document or 50,000 levels of nesting are refused
+    at once), and under the node's policy (node config ``plugins``, ``node_policy``): an import path
+    to a module its operator did not list, and a ``fedgc.plugins`` entry point of one, is refused,
+    never imported. A scenario the node cannot read is ``bad-run-config``, in one line."""
+    import yaml
+
+    try:
+        with node_policy(context.node_config.get(PLUGINS)):
+            return scenario_from_run_config(context.run_config)
+    except (ValueError, TypeError, OSError, RecursionError, yaml.YAMLError) as err:
+        first = str(err).strip().splitlines()
+        detail = first[0][:200] if first else type(err).__name__
+        raise ClientRefusal("bad-run-config", f"the run config's scenario: {detail}") from None
 
 
 def scenario_from_run_config(run_config: UserConfig) -> Scenario:

@@ -13,6 +13,8 @@ from abc import abstractmethod
 
 from flwr.serverapp import Grid
 
+from fedgc.flower.client_state import saved_state_mismatch
+
 
 class Transport(Grid):
     """Flower's ``Grid`` and fedgc's needs of it."""
@@ -38,3 +40,10 @@ class Transport(Grid):
     @abstractmethod
     def load_state_dict(self, state: dict) -> None:
         """Give each client back the state it had at the checkpoint (``ValueError`` if it cannot)."""
+
+    def state_mismatch(self, state: dict, shapes: dict[str, tuple[int, ...]]) -> str | None:
+        """How the clients' states of a checkpoint (``state_dict``'s ``contexts``) fail to fit the model
+        (``shapes``: a memory or pending update of another shape, of no parameter, NaN...), or None: the
+        resume refuses them (``fedgc.core.checkpoint.restore``) instead of every later round failing
+        the client that holds them."""
+        return saved_state_mismatch(state.get("contexts") if isinstance(state, dict) else None, shapes)

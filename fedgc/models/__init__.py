@@ -74,7 +74,7 @@ def _meta_build(name: str, input_shape: tuple[int, ...], num_classes: int, optio
     kwargs = validate_model_options(name, options)
     key = (MODELS[name], tuple(input_shape), num_classes, json.dumps(kwargs, sort_keys=True, default=repr))
     if key not in _META_BUILDS:
-        with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        with torch.random.fork_rng(devices=[]), torch.device("meta"), _NoRandomInit():
             model = MODELS[name](tuple(input_shape), num_classes, **kwargs)
         specs = tuple((k, str(v.dtype).removeprefix("torch."), tuple(v.shape)) for k, v in model.state_dict().items())
         if len(_META_BUILDS) >= 64:
@@ -84,6 +84,22 @@ def _meta_build(name: str, input_shape: tuple[int, ...], num_classes: int, optio
 
 
 _META_BUILDS: dict[tuple, tuple[int, tuple[tuple[str, str, tuple[int, ...]], ...]]] = {}
+
+# In-place random fills, by name: on the meta device there is nothing to fill, and PyTorch's meta
+# normal_ imports torch._dynamo (4 s) the first time (an Embedding's init, ResNet's kaiming_normal_).
+_RANDOM_FILLS = frozenset({"normal_", "uniform_", "exponential_", "geometric_", "log_normal_", "cauchy_", "random_",
+                           "trunc_normal_", "kaiming_normal_", "kaiming_uniform_", "xavier_normal_",
+                           "xavier_uniform_", "orthogonal_"})
+
+
+class _NoRandomInit(torch.overrides.TorchFunctionMode):
+    """Within it (this thread), the random fills above return their tensor untouched: shapes only."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "") in _RANDOM_FILLS:
+            return args[0] if args else kwargs.get("tensor")
+        return func(*args, **kwargs)
 
 
 def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, seed: int,

@@ -4,6 +4,7 @@ in both directions (accuracy vs bytes up + down, beside the uploads alone)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,11 +45,13 @@ class AccuracyPoint:
 
 
 def accuracy_points(rows: list[RoundRecord]) -> list[AccuracyPoint]:
+    """The evaluated rounds; a NaN or infinite accuracy or end time (a hand-edited or forged
+    ``metrics.jsonl``: fedgc writes them as null) is no point on a curve and is left out."""
     points, uploaded, total = [], 0, 0
     for r in rows:
         uploaded += r.bytes_up
         total += r.bytes_up + r.bytes_down
-        if r.accuracy is not None:
+        if r.accuracy is not None and math.isfinite(r.accuracy) and math.isfinite(r.sim_end_s):
             points.append(AccuracyPoint(r.round, r.sim_end_s, uploaded, r.accuracy, total))
     return points
 

@@ -28,6 +28,18 @@ import javax.net.ssl.SSLSocketFactory;
  */
 public final class FleetClient {
     public static final String PROTOBUF_MEDIA_TYPE = "application/protobuf";
+    /**
+     * The largest answer a call reads by default: 64 MiB, or Flower's largest array chunk
+     * ({@code FLWR_PRIVATE_MAX_ARRAY_CHUNK_SIZE}, 5 MiB by default) and 1 MiB more if that is larger. A
+     * PullObject answer holds one object (an array chunk, or a record's body), and every other answer
+     * is small, so a larger one is not Flower's: it is refused ({@link FleetException}, the call's
+     * HTTP status and the sizes in its message, logged by the SuperNode) without reading it into
+     * memory: a declared {@code Content-Length} above it is refused unread, and an answer without one
+     * is read no further than the maximum.
+     */
+    public static final int DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
+    /** The most of an HTTP error's body read for its message; a longer body is cut there. */
+    static final int MAX_ERROR_BODY_BYTES = 64 * 1024;
 
     private final String baseUrl;
     private final KeyPair keys;
@@ -35,6 +47,7 @@ public final class FleetClient {
     private final SSLSocketFactory sslSocketFactory;
     private final String flwrVersion;
     private final int timeoutMs;
+    private final int maxResponseBytes;
 
     /**
      * @param address HOST:PORT of the SuperLink
@@ -42,12 +55,33 @@ public final class FleetClient {
      * @param sslSocketFactory with TLS: trust these roots (see {@link Tls}); null: the platform's trust store
      */
     public FleetClient(String address, KeyPair keys, boolean tls, SSLSocketFactory sslSocketFactory, int timeoutMs) {
+        this(address, keys, tls, sslSocketFactory, timeoutMs, defaultMaxResponseBytes());
+    }
+
+    /** @param maxResponseBytes the largest answer a call reads (see {@link #DEFAULT_MAX_RESPONSE_BYTES}) */
+    public FleetClient(String address, KeyPair keys, boolean tls, SSLSocketFactory sslSocketFactory, int timeoutMs,
+                       int maxResponseBytes) {
+        if (maxResponseBytes <= 0) {
+            throw new IllegalArgumentException("maxResponseBytes must be positive, got " + maxResponseBytes);
+        }
         this.baseUrl = (tls ? "https://" : "http://") + address;
         this.keys = keys;
         this.publicKeyHeader = B64.encode(Keys.publicKeyPem(keys.getPublic()));
         this.sslSocketFactory = sslSocketFactory;
         this.flwrVersion = Version.flwr();
         this.timeoutMs = timeoutMs;
+        this.maxResponseBytes = maxResponseBytes;
+    }
+
+    /** {@link #DEFAULT_MAX_RESPONSE_BYTES}, raised to hold the largest array chunk Flower is set to send. */
+    static int defaultMaxResponseBytes() {
+        return (int) Math.min(Integer.MAX_VALUE - 8L,
+            Math.max(DEFAULT_MAX_RESPONSE_BYTES, (long) Inflatable.maxChunkSize + (1 << 20)));
+    }
+
+    /** The largest answer this client reads. */
+    public int maxResponseBytes() {
+        return maxResponseBytes;
     }
 
     /**
@@ -88,19 +122,41 @@ public final class FleetClient {
             if (status / 100 != 2) {
                 InputStream err = c.getErrorStream();
                 String text = "";
+                boolean whole = true;
                 if (err != null) {
                     try {
-                        text = new String(readAll(err), StandardCharsets.UTF_8);
+                        byte[] read = readAtMost(err, MAX_ERROR_BODY_BYTES);
+                        whole = read != null;
+                        if (read == null) {
+                            c.disconnect();  // the rest stays unread: this connection is not reused
+                        }
+                        text = read != null ? new String(read, StandardCharsets.UTF_8) : "(an error body over "
+                            + MAX_ERROR_BODY_BYTES + " bytes, not read)";
                     } finally {
                         err.close();
                     }
                 }
-                ok = true;  // the error body was read to its end: the connection can be reused
+                ok = whole;  // an error body read to its end: the connection can be reused
                 throw new FleetException(method, status, text);
             }
+            long declared = contentLength(c);
+            if (declared > maxResponseBytes) {
+                c.disconnect();
+                throw FleetException.refused(method, status, "the answer declares " + declared
+                    + " bytes, over the maximum of " + maxResponseBytes + "; refused unread");
+            }
             T answer;
-            try (InputStream in = c.getInputStream()) {
-                answer = parser.parseFrom(readAll(in));
+            InputStream in = c.getInputStream();
+            try {
+                byte[] data = readAtMost(in, maxResponseBytes);
+                if (data == null) {
+                    c.disconnect();  // closes the socket: the rest of the answer is never read
+                    throw FleetException.refused(method, status, "the answer is over the maximum of "
+                        + maxResponseBytes + " bytes; refused, read no further");
+                }
+                answer = parser.parseFrom(data);
+            } finally {
+                in.close();
             }
             ok = true;
             return answer;
@@ -129,13 +185,34 @@ public final class FleetClient {
         return f.format(new Date());
     }
 
-    private static byte[] readAll(InputStream in) throws IOException {
-        ByteArrayOutputStream out = new ByteArrayOutputStream();
+    /** The {@code Content-Length} the answer declares, -1 when none (or not a number). */
+    private static long contentLength(HttpURLConnection c) {
+        String value = c.getHeaderField("content-length");  // getContentLengthLong needs Android API 24
+        if (value == null) {
+            return -1;
+        }
+        try {
+            return Long.parseLong(value.trim());
+        } catch (NumberFormatException e) {
+            return Long.MAX_VALUE;  // a length that is no number is no answer of Flower's: refused unread
+        }
+    }
+
+    /** {@code in} read to its end, or null as soon as it holds more than {@code limit} bytes (the rest unread). */
+    static byte[] readAtMost(InputStream in, int limit) throws IOException {
+        ByteArrayOutputStream out = new ByteArrayOutputStream(Math.min(limit, 65536));
         byte[] buf = new byte[65536];
-        int n;
-        while ((n = in.read(buf)) > 0) {
+        long total = 0;
+        while (true) {
+            int n = in.read(buf, 0, (int) Math.min(buf.length, limit - total + 1));
+            if (n < 0) {
+                return out.toByteArray();
+            }
+            total += n;
+            if (total > limit) {
+                return null;
+            }
             out.write(buf, 0, n);
         }
-        return out.toByteArray();
     }
 }

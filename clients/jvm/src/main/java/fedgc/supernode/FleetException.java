@@ -1,6 +1,9 @@
 package fedgc.supernode;
 
-/** A Fleet API call the SuperLink answered with an HTTP error (its Flower error detail, when it sent one). */
+/**
+ * A Fleet API call the SuperLink answered with an HTTP error (its Flower error detail, when it sent one),
+ * or with an answer this node refuses (over {@link FleetClient#maxResponseBytes()}): never retried.
+ */
 public final class FleetException extends Exception {
     private static final long serialVersionUID = 1L;
     public final int status;
@@ -10,6 +13,17 @@ public final class FleetException extends Exception {
         super(path + ": HTTP " + status + (detailOf(body).isEmpty() ? "" : ": " + detailOf(body)));
         this.status = status;
         this.detail = detailOf(body);
+    }
+
+    private FleetException(int status, String detail, String message) {
+        super(message);
+        this.status = status;
+        this.detail = detail;
+    }
+
+    /** An answer this node refuses although its status is a success (one over the node's maximum size). */
+    static FleetException refused(String path, int status, String why) {
+        return new FleetException(status, why, path + ": HTTP " + status + ": " + why);
     }
 
     /** The "detail" (and "extra") of Flower's JSON error body, else the body's first line. */
