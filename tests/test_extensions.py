@@ -13,6 +13,7 @@ import textwrap
 
 import numpy as np
 import pytest
+import torch
 from pydantic import BaseModel, ConfigDict
 
 import fedgc
