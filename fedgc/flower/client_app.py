@@ -18,6 +18,7 @@ operator did not list.
 
 from __future__ import annotations
 
+import json
 import math
 
 import torch
@@ -54,7 +55,7 @@ from fedgc.flower.partition_grid import PARTITION_QUERY, RESTORE_QUERY, STATE_QU
 from fedgc.flower.setup import SCENARIO_PATH, SCENARIO_YAML, node_scenario
 from fedgc.flower.update_record import encode_update
 from fedgc.import_paths import node_policy
-from fedgc.models import build_model, tensor_specs
+from fedgc.models import MODELS, build_model, tensor_specs
 from fedgc.training import LocalTrainResult, steps_for_epochs
 
 
@@ -169,16 +170,24 @@ def checked_message(content: RecordDict, context: Context) -> tuple[ClientSettin
     return settings, round_config, {name: shape for name, (_, shape) in specs.items()}
 
 
-def train_job(msg: Message | RecordDict, context: Context, local: ArrayDataset | None = None) -> tuple[nn.Module, TrainJob]:
+def train_job(msg: Message | RecordDict, context: Context, local: ArrayDataset | None = None, *,
+              checked: tuple[ClientSettings, RoundConfig, dict] | None = None,
+              reuse_model: bool = False) -> tuple[nn.Module, TrainJob]:
     """The model (on the node's device, holding the received global model) and the local training a
-    train message (or its content) asks of this node (``local``: its data, default ``local_data``)."""
+    train message (or its content) asks of this node (``local``: its data, default ``local_data``;
+    ``checked``: the message's ``checked_message``, when the caller has it). ``reuse_model``: the
+    process's worker model of that kind (``worker_model``), loaded with the received weights, instead
+    of a new one — for a caller done with the model before the next message."""
     content = msg.content if isinstance(msg, Message) else msg
-    settings, round_config, _ = checked_message(content, context)
+    settings, round_config, _ = checked if checked is not None else checked_message(content, context)
     local = local_data(context, settings) if local is None else local
     partition = int(context.node_config["partition-id"])
     server_round = round_config.server_round
-    model = build_model(settings.model, settings.input_shape, settings.num_classes, settings.seed,
-                        options=settings.model_options).to(client_device(context))
+    device = client_device(context)
+    model = worker_model(settings, device) if reuse_model else None
+    if model is None:
+        model = build_model(settings.model, settings.input_shape, settings.num_classes, settings.seed,
+                            options=settings.model_options).to(device)
     model.load_state_dict(content.array_records[keys.ARRAYS].to_torch_state_dict())
     generator = torch.Generator().manual_seed(client_seed(settings.seed, partition, server_round))
     steps = settings.local_steps or steps_for_epochs(len(local), settings.batch_size, settings.epochs or 1.0)
@@ -186,7 +195,31 @@ def train_job(msg: Message | RecordDict, context: Context, local: ArrayDataset |
                            generator=generator, momentum=settings.momentum, weight_decay=settings.weight_decay)
 
 
-def local_update(msg: Message, context: Context, local: ArrayDataset | None = None
+_WORKERS: dict[tuple, nn.Module] = {}
+MAX_WORKER_MODELS = 4
+
+
+def worker_model(settings: ClientSettings, device: torch.device) -> nn.Module | None:
+    """This process's model of the message's kind, built once and reused from client to client: every
+    parameter and buffer is then overwritten by ``load_state_dict`` from the message, so a reused model
+    trains exactly as a new one (tests/test_worker_model.py). Only fedgc's own models (``fedgc.models``),
+    whose whole state is their state dict; a plugin's model is built anew each time (None)."""
+    cls = MODELS.get(settings.model)
+    if cls is None or not cls.__module__.startswith("fedgc.models."):
+        return None
+    key = (cls, tuple(settings.input_shape), settings.num_classes,
+           json.dumps(settings.model_options, sort_keys=True, default=repr), str(device))
+    model = _WORKERS.get(key)
+    if model is None:
+        if len(_WORKERS) >= MAX_WORKER_MODELS:
+            _WORKERS.clear()
+        model = _WORKERS[key] = build_model(settings.model, settings.input_shape, settings.num_classes,
+                                            settings.seed, options=settings.model_options).to(device)
+    return model
+
+
+def local_update(msg: Message, context: Context, local: ArrayDataset | None = None, *,
+                 checked: tuple[ClientSettings, RoundConfig, dict] | None = None
                  ) -> tuple[dict[str, torch.Tensor], LocalTrainResult, torch.Generator]:
     """Train on the received global model; the round update (pseudo-gradient) Δ = w_global − w_local,
     what the server subtracts scaled by its learning rate. A pure function of the message, the node
@@ -196,7 +229,7 @@ def local_update(msg: Message, context: Context, local: ArrayDataset | None = No
     batched = take_batched_update(msg)
     if batched is not None:
         return batched
-    model, job = train_job(msg, context, local)
+    model, job = train_job(msg, context, local, checked=checked, reuse_model=True)
     start = {name: t.detach().clone() for name, t in model.state_dict().items()}
     # Δ on the training device: compression and its memory run there too (the payloads are written
     # from the host, fedgc.wire.codec).
@@ -207,7 +240,8 @@ def local_update(msg: Message, context: Context, local: ArrayDataset | None = No
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     pin_threads()  # in Flower's workers too: the update must not depend on the engine or the load
-    settings, round_config, shapes = checked_message(msg.content, context)
+    checked = checked_message(msg.content, context)  # once: local_update is handed the result
+    settings, round_config, shapes = checked
     local = local_data(context, settings)
     server_round = round_config.server_round
 
@@ -224,7 +258,7 @@ def train(msg: Message, context: Context) -> Message:
     settle_pending(memory, stored[PENDING_KEY], set(round_config.applied_rounds))
 
     with deterministic_algorithms(client_deterministic(context)):
-        delta, result, generator = local_update(msg, context, local)
+        delta, result, generator = local_update(msg, context, local, checked=checked)
     delta = {name: t.to(device) for name, t in delta.items()}  # a batched result arrives on the host
     ctx = CompressionContext(round=server_round, density=round_config.density, generator=generator,
                              num_clients=round_config.num_clients)

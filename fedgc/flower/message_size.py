@@ -3,24 +3,101 @@
 Flower 1.x transports a ``Message`` as a tree of inflatable objects (message → RecordDict →
 records → arrays → array chunks), each sent as its deflated bytes. The wire size of a message is
 the sum of those byte strings: what a SuperNode and SuperLink actually exchange (gRPC framing aside).
+
+A round sends one global model to every selected client: the same ``ArrayRecord`` object in each
+message. Its subtree is serialized (and, for a round trip, rebuilt) once, and its bytes reused for
+the other messages while the record is unchanged: Flower's own change tracking (an ``ArrayRecord``
+or ``Array`` that was written since its id was computed is dirty) says when, and the id is the
+SHA-256 of the bytes, so the reused bytes are the ones Flower would send (tests/test_message_size.py
+holds every size and rebuilt message equal to a fresh serialization's).
 """
 
 from __future__ import annotations
 
-from flwr.app import Message
-from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects, no_object_id_recompute
+from collections import OrderedDict
+
+from flwr.app import ArrayRecord, Message
+from flwr.supercore.inflatable.inflatable_object import (
+    InflatableObject,
+    get_all_nested_objects,
+    no_object_id_recompute,
+)
 from flwr.supercore.inflatable.inflatable_utils import inflate_object_from_contents
+
+MAX_CACHED_RECORDS = 4  # the global model of this round and a few before it
+MAX_CACHED_BYTES = 1 << 30
+
+
+class _Subtree:
+    """The deflated objects below (and including) one unchanged ``ArrayRecord``, and their inflated copies."""
+
+    def __init__(self, contents: dict[str, bytes]) -> None:
+        self.contents = contents
+        self.nbytes = sum(len(b) for b in contents.values())
+        self.inflated: dict[str, InflatableObject] = {}  # its arrays and chunks, rebuilt once from the bytes
+
+
+_subtrees: OrderedDict[str, _Subtree] = OrderedDict()
+
+
+def _unchanged_id(record: InflatableObject) -> str | None:
+    """The id of an ``ArrayRecord`` whose content has not changed since its id was computed."""
+    if isinstance(record, ArrayRecord) and not record.is_dirty:
+        return record.__dict__.get("_object_id")
+    return None
+
+
+def _remember(object_id: str, subtree: _Subtree) -> None:
+    _subtrees[object_id] = subtree
+    _subtrees.move_to_end(object_id)
+    while len(_subtrees) > MAX_CACHED_RECORDS or sum(s.nbytes for s in _subtrees.values()) > MAX_CACHED_BYTES:
+        _subtrees.popitem(last=False)
+
+
+def _deflate(message: Message) -> tuple[str, dict[str, bytes], list[_Subtree]]:
+    contents: dict[str, bytes] = {}
+    reused: list[_Subtree] = []
+
+    def walk(obj: InflatableObject) -> None:  # post-order, as Flower's get_all_nested_objects
+        known = _unchanged_id(obj)
+        if known is not None and known in _subtrees:
+            subtree = _subtrees[known]
+            _subtrees.move_to_end(known)
+            contents.update(subtree.contents)
+            reused.append(subtree)
+            _computed_ids().add(known)  # its parent's header lists it by id: known, not hashed again
+            return
+        if isinstance(obj, ArrayRecord):
+            below = {object_id: o.deflate() for object_id, o in get_all_nested_objects(obj).items()}
+            contents.update(below)
+            if _unchanged_id(obj) is not None:
+                _remember(obj.object_id, _Subtree(below))
+            return
+        for child in (obj.children or {}).values():
+            walk(child)
+        contents.setdefault(obj.object_id, obj.deflate())
+
+    with no_object_id_recompute():
+        walk(message)
+        return message.object_id, contents, reused
+
+
+def _computed_ids() -> set[str]:
+    """The ids Flower treats as known within ``no_object_id_recompute`` (its thread-local set)."""
+    from flwr.supercore.inflatable import inflatable_object
+
+    return inflatable_object._get_computed_object_ids()  # the one Flower internal used here
 
 
 def deflate_message(message: Message) -> tuple[str, dict[str, bytes]]:
     """(object id of the message, {object id: deflated bytes}) for the whole object tree.
 
     As Flower does when it pushes a message, each object's id (the SHA-256 of its deflated bytes) is
-    computed once per call, not again for every parent whose header lists it.
+    computed once per call, not again for every parent whose header lists it; an unchanged
+    ``ArrayRecord`` seen before (the round's global model) is not serialized again.
     """
-    with no_object_id_recompute():
-        objects = get_all_nested_objects(message)
-        return message.object_id, {object_id: obj.deflate() for object_id, obj in objects.items()}
+    object_id, contents, _ = _deflate(message)
+    return object_id, contents
 
 
 def wire_size(contents: dict[str, bytes]) -> int:
@@ -32,10 +109,19 @@ def message_wire_size(message: Message) -> int:
 
 
 def roundtrip(message: Message) -> tuple[Message, int]:
-    """Serialize ``message`` as Flower would send it and rebuild it from those bytes alone."""
-    object_id, contents = deflate_message(message)
+    """Serialize ``message`` as Flower would send it and rebuild it from those bytes alone (an
+    unchanged ``ArrayRecord`` seen before: its arrays rebuilt from its bytes once, then shared, each
+    message getting a record of its own)."""
+    object_id, contents, reused = _deflate(message)
     size = wire_size(contents)
-    rebuilt = inflate_object_from_contents(object_id, contents)
+    objects: dict[str, InflatableObject] = {}
+    for subtree in reused:
+        objects.update(subtree.inflated)
+    rebuilt = inflate_object_from_contents(object_id, contents, keep_object_contents=True, objects=objects)
+    for subtree in reused:
+        if not subtree.inflated:  # keep the arrays (not the records: each message gets its own)
+            subtree.inflated = {i: o for i, o in objects.items()
+                                if i in subtree.contents and not isinstance(o, ArrayRecord)}
     assert isinstance(rebuilt, Message)
     # The message id is transport metadata, excluded from the deflated body; carry it over.
     rebuilt.metadata.__dict__["_message_id"] = message.metadata.message_id

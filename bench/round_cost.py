@@ -1,0 +1,303 @@
+"""Benchmark: what a round costs against the training it simulates, side by side in one process.
+
+For each workload, fedgc runs the scenario's rounds through the inline engine (``run_rounds``), and
+the same number of clients is then trained by a bare PyTorch loop — the floor: the clients' own
+partitions, the same model, local steps (or epochs), batch size and learning rate, one worker model
+loaded with the global weights per client and a plain SGD step, its delta taken; clients in one
+``torch.func`` vmapped step where fedgc vectorizes (``client.execution`` resolved as fedgc resolves
+it), one after another otherwise. Both are timed in this process, one after the other, so their
+ratio holds on a shared, noisy machine.
+
+Workloads (``--workloads``, default all):
+
+- ``xdev_step``: 100 clients a round of the 1,000-client ``mnist_2nn`` population of
+  ``bench/population.py`` (MNIST, Dirichlet α = 0.5, DGC 1% with momentum correction and masking, the
+  disk client-state store, ``lte`` links), one local step of batch 10;
+- ``xdev_epoch``: the same with one local epoch (batch 10) per client;
+- ``wide_1000``: 1,000 clients a round of the same population, one local step;
+- ``lstm_dp``: the data-parallel ``scenarios/dgc_shakespeare.yaml`` round (4 clients, ``char_lstm``);
+- ``quickstart``: ``scenarios/quickstart.yaml`` (digits, 5 of 10 clients a round, 10 local steps).
+
+A round's time is the interval between two consecutive rounds' ends (the run's observer), over
+``--rounds`` rounds after the first (whose time, from the call to ``run_rounds``, is the start-up:
+data, model, the first messages); no evaluation falls in a timed round. ``bare_s`` is the median of
+``--rounds`` repetitions of the bare loop. ``overhead_ms_per_client`` = (round − bare) / clients a
+round. The split is ``bench/round_split.py``'s over the timed rounds.
+
+    .venv/bin/python bench/round_cost.py [--workloads xdev_step,lstm_dp] [--rounds 3] [--device cpu|cuda]
+    .venv/bin/python bench/round_cost.py --tiny      # a few clients a workload: the output's shape only
+
+The last line printed is one JSON object: one entry per workload, each with ``round_s``, ``bare_s``,
+``round_over_bare``, ``overhead_ms_per_client``, ``startup_s``, ``clients_per_round``, ``execution``
+and ``split_s``; and ``machine`` (torch's CPU kernel set, the device, the commit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import itertools
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("FEDGC_SHARED_DIR", REPO.parent / "shared"))
+WORKLOADS = ("xdev_step", "xdev_epoch", "wide_1000", "lstm_dp", "quickstart")
+
+
+def population_tree(population: int, per_round: int, rounds: int, *, epochs: bool = False) -> dict:
+    from population import scenario
+
+    tree = scenario(population, per_round, rounds, "disk", str(SHARED / "data" / "mnist"))
+    if epochs:
+        tree["client"] = {"epochs": 1, "batch_size": 10, "lr": 0.05}
+    return tree
+
+
+def scenario_tree(name: str, rounds: int, tiny: bool) -> dict:
+    """The workload's scenario, ``rounds`` rounds long, evaluated only after its last round."""
+    import yaml
+
+    population, per_round, wide = (40, 4, 40) if tiny else (1000, 100, 1000)
+    if name == "xdev_step":
+        tree = population_tree(population, per_round, rounds)
+    elif name == "xdev_epoch":
+        tree = population_tree(population, per_round, rounds, epochs=True)
+    elif name == "wide_1000":
+        tree = population_tree(population if tiny else wide, wide, rounds)
+    else:
+        tree = yaml.safe_load((REPO / "scenarios" / f"{'dgc_shakespeare' if name == 'lstm_dp' else name}.yaml").read_text())
+        if name == "lstm_dp":
+            tree["data"]["root"] = str(SHARED / "data" / "leaf-shakespeare")
+        tree["rounds"] = rounds
+        tree.setdefault("eval", {}).pop("target_accuracy", None)
+    tree["eval"] = {**tree.get("eval", {}), "every": rounds}
+    tree["checkpoint_every"] = 0
+    return tree
+
+
+class RoundClock:
+    """Records when each round ends (an observer of the run), and snapshots the split's timers then."""
+
+    def __init__(self, split) -> None:
+        from fedgc.core.observe import RoundObserver
+
+        clock = self
+
+        class Observer(RoundObserver):
+            def round_done(self, record, clients) -> None:
+                clock.ends.append(time.perf_counter())
+                clock.snapshots.append(dict(split.seconds))
+
+        self.observer = Observer()
+        self.ends: list[float] = []
+        self.snapshots: list[dict[str, float]] = []
+
+
+def split_between(first: dict[str, float], last: dict[str, float], wall: float, rounds: int) -> dict[str, float]:
+    """``bench/round_split.py``'s split of the rounds between two snapshots of its timers."""
+    from round_split import RoundSplit
+
+    view = RoundSplit.__new__(RoundSplit)
+    view.seconds = {k: last.get(k, 0.0) - first.get(k, 0.0) for k in set(first) | set(last)}
+    from collections import defaultdict
+
+    view.seconds = defaultdict(float, view.seconds)
+    return view.per_round(rounds, wall)
+
+
+def fedgc_rounds(tree: dict, timed_rounds: int, device: str) -> dict:
+    """Run the scenario inline; the start-up, and the time per round of rounds 2 .. 1 + timed_rounds."""
+    from round_split import RoundSplit
+
+    from fedgc.flower.inline_grid import InlineGrid
+    from fedgc.flower.loop import run_rounds
+    from fedgc.scenario import validate
+
+    tree = {**tree, "device": device}
+    scenario = validate(tree)
+    grid = InlineGrid.for_scenario(scenario)
+    split = RoundSplit(grid)
+    clock = RoundClock(split)
+    t0 = time.perf_counter()
+    summary = run_rounds(grid, scenario, None, observers=[clock.observer])
+    ends = clock.ends
+    if len(ends) < timed_rounds + 1:
+        raise SystemExit(f"{scenario.name}: ran {len(ends)} rounds, {timed_rounds + 1} needed ({summary.stopped_reason})")
+    intervals = [b - a for a, b in itertools.pairwise(ends[:timed_rounds + 1])]
+    wall = ends[timed_rounds] - ends[0]
+    return {"round_s": statistics.median(intervals), "startup_s": ends[0] - t0,
+            "split_s": split_between(clock.snapshots[0], clock.snapshots[timed_rounds], wall, timed_rounds),
+            "scenario": scenario}
+
+
+def bare_clients(scenario, count: int):
+    """The bare loop's clients: the first ``count`` partitions (with their data) and the global model."""
+    from fedgc.core.parts import build_model_for, federated_data
+
+    data = federated_data(scenario)
+    model = build_model_for(scenario, data)
+    return [data.partitions[i % len(data.partitions)] for i in range(count)], model
+
+
+def steps_for(scenario, size: int) -> int:
+    c = scenario.client
+    return c.local_steps if c.local_steps else max(1, math.ceil(c.epochs * size / c.batch_size))
+
+
+def bare_sequential(scenario, clients, model, device) -> None:
+    """Each client: load the global weights, its steps of minibatch SGD, its delta. Plain PyTorch."""
+    import torch
+    import torch.nn.functional as F
+
+    c = scenario.client
+    start = {k: v.to(device) for k, v in model.state_dict().items()}
+    worker = copy.deepcopy(model).to(device)
+    params = list(worker.parameters())
+    generator = torch.Generator().manual_seed(0)
+    for data in clients:
+        x, y = data.tensors(device)
+        worker.load_state_dict(start)
+        buffers = [None] * len(params)
+        order, cursor = torch.randperm(len(data), generator=generator), 0
+        for _ in range(steps_for(scenario, len(data))):
+            if cursor >= len(data):
+                order, cursor = torch.randperm(len(data), generator=generator), 0
+            index = order[cursor:cursor + c.batch_size].to(device)
+            cursor += c.batch_size
+            for p in params:
+                p.grad = None
+            F.cross_entropy(worker(x[index]), y[index]).backward()
+            with torch.no_grad():
+                for i, p in enumerate(params):
+                    g = p.grad
+                    if c.momentum:
+                        buffers[i] = g.clone() if buffers[i] is None else buffers[i].mul_(c.momentum).add_(g)
+                        g = buffers[i]
+                    p.add_(g, alpha=-c.lr)
+        with torch.no_grad():
+            {n: start[n] - p for n, p in worker.named_parameters()}  # the delta a client sends
+
+
+def bare_vmap(scenario, clients, model, device) -> None:
+    """All clients in one vmapped SGD step per local step (equal-size batches drawn per client)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.func import functional_call, grad, vmap
+
+    c = scenario.client
+    worker = copy.deepcopy(model).to(device)
+    start = {n: p.detach().to(device) for n, p in worker.named_parameters()}
+    params = {n: p.unsqueeze(0).repeat(len(clients), *[1] * p.dim()) for n, p in start.items()}
+    xs = [d.tensors(device) for d in clients]
+    steps = max(steps_for(scenario, len(d)) for d in clients)
+    generator = torch.Generator().manual_seed(0)
+
+    def loss(p, xb, yb):
+        return F.cross_entropy(functional_call(worker, p, (xb,)), yb)
+    step = vmap(grad(loss))
+    for _ in range(steps):
+        picks = [torch.randint(len(y), (c.batch_size,), generator=generator).to(device) for _, y in xs]
+        xb = torch.stack([x[i] for (x, _), i in zip(xs, picks)])
+        yb = torch.stack([y[i] for (_, y), i in zip(xs, picks)])
+        grads = step(params, xb, yb)
+        with torch.no_grad():
+            params = {n: p - c.lr * grads[n] for n, p in params.items()}
+    with torch.no_grad():
+        {n: start[n].unsqueeze(0) - p for n, p in params.items()}
+
+
+def synchronize(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(name: str, rounds: int, device_spec: str, tiny: bool) -> dict:
+    from fedgc.execution.device import resolve_device
+
+    tree = scenario_tree(name, rounds + 2, tiny)  # round 1: start-up; the last: evaluation
+    run = fedgc_rounds(tree, rounds, device_spec)
+    scenario = run.pop("scenario")
+    device = resolve_device(scenario.device)
+    per_round = len(scenario_clients(scenario))
+    vectorized = scenario.client.execution == "vectorized" or (
+        scenario.client.execution == "auto" and device.type == "cuda")
+    clients, model = bare_clients(scenario, per_round)
+    bare = bare_vmap if vectorized else bare_sequential
+    bare(scenario, clients[:2], model, device)  # warm: first calls allocate, compile kernels
+    times = []
+    for _ in range(rounds):
+        synchronize(device)
+        t0 = time.perf_counter()
+        bare(scenario, clients, model, device)
+        synchronize(device)
+        times.append(time.perf_counter() - t0)
+    bare_s = statistics.median(times)
+    return {"clients_per_round": per_round, "execution": "vectorized" if vectorized else "sequential",
+            "round_s": round(run["round_s"], 4), "bare_s": round(bare_s, 4),
+            "round_over_bare": round(run["round_s"] / bare_s, 2),
+            "overhead_ms_per_client": round(1000 * (run["round_s"] - bare_s) / per_round, 2),
+            "startup_s": round(run["startup_s"], 2), "split_s": run["split_s"]}
+
+
+def scenario_clients(scenario) -> range:
+    """The clients a round of the scenario selects (the strategy's fraction of the population)."""
+    from fedgc.flower.strategy import SelectionPolicy
+
+    s = scenario.strategy
+    policy = SelectionPolicy(s.fraction, scenario.network.over_selection, s.min_clients, retries=0)
+    return range(policy.wanted(scenario.data.num_clients))
+
+
+def machine(device: str) -> dict:
+    import torch
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                                check=False).stdout.strip() or None
+    except OSError:
+        commit = None
+    gpu = torch.cuda.get_device_name(0) if device.startswith("cuda") and torch.cuda.is_available() else None
+    return {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__,
+            "threads": torch.get_num_threads(), "gpu": gpu, "commit": commit}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated: " + ", ".join(WORKLOADS))
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds per workload (and bare repetitions)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: the machine's noise matters less)")
+    parser.add_argument("--tiny", action="store_true", help="a few clients per workload: checks the output only")
+    args = parser.parse_args(argv)
+    names = [w for w in args.workloads.split(",") if w]
+    unknown = [w for w in names if w not in WORKLOADS]
+    if unknown:
+        parser.error(f"unknown workload(s) {unknown}; known: {', '.join(WORKLOADS)}")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    result: dict = {}
+    for name in names:
+        figures = measure(name, args.rounds, args.device, args.tiny)
+        result[name] = figures
+        print(f"{name:11s} {figures['clients_per_round']:5d} clients ({figures['execution']}): round "
+              f"{figures['round_s']:.3f} s, bare training {figures['bare_s']:.3f} s, x{figures['round_over_bare']}, "
+              f"{figures['overhead_ms_per_client']} ms a client-round beside training; start-up "
+              f"{figures['startup_s']} s", flush=True)
+    result["machine"] = machine(args.device)
+    print(json.dumps(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""bench/round_cost.py runs every workload on a tiny setting and prints the figures docs/performance.md
+reads: its output's shape, not its speed (the speed is the bench's, on a quiet machine)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+KEYS = {"round_s", "bare_s", "round_over_bare", "overhead_ms_per_client", "startup_s", "clients_per_round",
+        "execution", "split_s"}
+
+
+@pytest.mark.slow
+def test_round_cost_prints_one_entry_per_workload(mnist_root, shared_dir):
+    if not (shared_dir / "data" / "leaf-shakespeare").is_dir():
+        pytest.skip(f"LEAF Shakespeare not found under {shared_dir}/data (set FEDGC_SHARED_DIR)")
+    proc = subprocess.run([sys.executable, "bench/round_cost.py", "--tiny", "--rounds", "1"], cwd=REPO,
+                          env={**os.environ, "FEDGC_SHARED_DIR": str(shared_dir), "OMP_NUM_THREADS": "1"},
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(result) == {"xdev_step", "xdev_epoch", "wide_1000", "lstm_dp", "quickstart", "machine"}
+    for name in ("xdev_step", "xdev_epoch", "wide_1000", "lstm_dp", "quickstart"):
+        figures = result[name]
+        assert KEYS <= set(figures), name
+        assert figures["round_s"] > 0 and figures["bare_s"] > 0
+        assert figures["round_over_bare"] == pytest.approx(figures["round_s"] / figures["bare_s"], rel=0.02, abs=0.01)
+        assert figures["overhead_ms_per_client"] == pytest.approx(
+            1000 * (figures["round_s"] - figures["bare_s"]) / figures["clients_per_round"], abs=0.02)
+        assert figures["split_s"]["training"] > 0
+    assert result["xdev_step"]["clients_per_round"] == 4 and result["wide_1000"]["clients_per_round"] == 40
+    assert result["lstm_dp"]["clients_per_round"] == 4  # the data-parallel round: all four clients
+    assert result["machine"]["cpu_capability"]
+
+
+def test_round_cost_refuses_an_unknown_workload():
+    proc = subprocess.run([sys.executable, "bench/round_cost.py", "--workloads", "xdev_stpe"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2 and "unknown workload" in proc.stderr and "Traceback" not in proc.stderr
