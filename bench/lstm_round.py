@@ -11,13 +11,15 @@ data is not there: timings do not depend on the characters), timed side by side 
   on a CPU it is much slower; ``vectorized_over_sequential`` compares per local step). If it cannot
   batch the model it says why in a one-line notice and trains sequentially; the bench records that
   notice (``vectorized_notice``) and whether it fell back;
-* ``dgc_compress``: each client's Δ through ``fedgc.compress.update.compress_update`` with DGC as the
+* ``dgc_compress``: each client's Δ (on the training device, as in a client) through
+  ``fedgc.compress.update.compress_update`` with DGC as the
   scenario configures it (density 0.01, clip_norm 10, no momentum correction) — clipping, residual,
   sampled top-k selection, decompression, memory update; ``dgc_select``: the sampled top-k selection
   alone (``sampled_topk_indices`` on the weight matrices, what ``compress`` does per matrix).
 
 Shares: ``dgc_compress_share`` = dgc_compress / (fedgc_sequential + dgc_compress), the part of a
-client round's CPU that compression takes; ``dgc_select_share`` the same for the selection alone.
+client round's time that compression takes, both on ``--device`` (on a GPU, compression on the GPU;
+before 2026-11-27 the deltas were taken to the host and compression timed on one CPU thread); ``dgc_select_share`` the same for the selection alone.
 Each case is warmed up once, then timed ``--reps`` times interleaved (median; ``*_min_s`` the fastest,
 the better figure on a machine shared with other jobs). One thread (``--threads``). The last line is one
 JSON object.
@@ -121,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     deltas: list[dict[str, torch.Tensor]] = []
 
     def sequential() -> None:
+        # Δ stays on the training device, as a client's does (client_app.local_update): compression and
+        # its memory run there too, so on a GPU dgc_compress is timed on the GPU.
         deltas[:] = [r.delta for r in run_sequential(model, start, jobs_for(parts, args.steps, args.batch, lr, momentum),
-                                                     device=device)]
+                                                     device=device, out_device=device)]
 
     def vectorized() -> None:
         run_vectorized(model, start, jobs_for(parts, args.vectorized_steps, args.batch, lr, momentum), device=device,

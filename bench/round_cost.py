@@ -26,6 +26,11 @@ round. The split is ``bench/round_split.py``'s over the timed rounds.
 
     .venv/bin/python bench/round_cost.py [--workloads xdev_step,lstm_dp] [--rounds 3] [--device cpu|cuda]
     .venv/bin/python bench/round_cost.py --tiny      # a few clients a workload: the output's shape only
+    .venv/bin/python bench/round_cost.py --write after   # also writes the table into docs/performance.md
+
+``--write LABEL`` writes the figures as a table into ``docs/performance.md`` between the markers
+``<!-- round_cost:LABEL:begin -->`` and ``<!-- round_cost:LABEL:end -->``, with the date, the commit
+and the machine (torch's CPU kernel set, the GPU).
 
 The last line printed is one JSON object: one entry per workload, each with ``round_s``, ``bare_s``,
 ``round_over_bare``, ``overhead_ms_per_client``, ``startup_s``, ``clients_per_round``, ``execution``
@@ -264,6 +269,10 @@ def machine(device: str) -> dict:
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
                                 check=False).stdout.strip() or None
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                                 capture_output=True, text=True, check=False).stdout.strip()
+        if commit and changed:
+            commit += " with uncommitted changes"
     except OSError:
         commit = None
     gpu = torch.cuda.get_device_name(0) if device.startswith("cuda") and torch.cuda.is_available() else None
@@ -278,7 +287,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: the machine's noise matters less)")
     parser.add_argument("--tiny", action="store_true", help="a few clients per workload: checks the output only")
+    parser.add_argument("--write", metavar="LABEL", default=None,
+                        help="write the table into docs/performance.md under this label (e.g. before, after, cuda)")
+    parser.add_argument("--doc", default=str(REPO / "docs" / "performance.md"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.write is not None and not args.write.replace("-", "").replace("_", "").isalnum():
+        parser.error(f"--write: a label of letters, digits, - and _, not {args.write!r}")
     names = [w for w in args.workloads.split(",") if w]
     unknown = [w for w in names if w not in WORKLOADS]
     if unknown:
@@ -295,8 +309,31 @@ def main(argv: list[str] | None = None) -> dict:
               f"{figures['overhead_ms_per_client']} ms a client-round beside training; start-up "
               f"{figures['startup_s']} s", flush=True)
     result["machine"] = machine(args.device)
+    if args.write:
+        from results_block import write_block
+
+        begin, end = f"<!-- round_cost:{args.write}:begin -->", f"<!-- round_cost:{args.write}:end -->"
+        write_block(Path(args.doc), begin, end, f"{begin}\n{table(result, args)}{end}")
     print(json.dumps(result))
     return result
+
+
+def table(result: dict, args: argparse.Namespace) -> str:
+    """The figures as a markdown table, headed by what produced them."""
+    m = result["machine"]
+    where = f"GPU {m['gpu']}" if m["gpu"] else "no GPU"
+    lines = [f"`bench/round_cost.py --rounds {args.rounds} --device {args.device}`, commit {m['commit']}, "
+             f"{time.strftime('%Y-%m-%d')}, CPU kernel set {m['cpu_capability']}, {m['threads']} torch thread(s), "
+             f"{where}, torch {m['torch']}{' (--tiny)' if args.tiny else ''}:", "",
+             "| workload | clients a round | execution | round (s) | bare training (s) | round / bare "
+             "| fedgc's own ms a client-round | start-up through round 1 (s) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name in WORKLOADS:
+        if name in result:
+            f = result[name]
+            lines.append(f"| {name} | {f['clients_per_round']} | {f['execution']} | {f['round_s']:.3f} | "
+                         f"{f['bare_s']:.3f} | {f['round_over_bare']} | {f['overhead_ms_per_client']} | {f['startup_s']} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -17,10 +17,13 @@ KEYS = {"round_s", "bare_s", "round_over_bare", "overhead_ms_per_client", "start
 
 
 @pytest.mark.slow
-def test_round_cost_prints_one_entry_per_workload(mnist_root, shared_dir):
+def test_round_cost_prints_one_entry_per_workload(mnist_root, shared_dir, tmp_path):
     if not (shared_dir / "data" / "leaf-shakespeare").is_dir():
         pytest.skip(f"LEAF Shakespeare not found under {shared_dir}/data (set FEDGC_SHARED_DIR)")
-    proc = subprocess.run([sys.executable, "bench/round_cost.py", "--tiny", "--rounds", "1"], cwd=REPO,
+    doc = tmp_path / "performance.md"
+    doc.write_text("# Performance\n\nText before.\n<!-- round_cost:tiny:begin -->\nold\n<!-- round_cost:tiny:end -->\nText after.\n")
+    proc = subprocess.run([sys.executable, "bench/round_cost.py", "--tiny", "--rounds", "1", "--write", "tiny",
+                           "--doc", str(doc)], cwd=REPO,
                           env={**os.environ, "FEDGC_SHARED_DIR": str(shared_dir), "OMP_NUM_THREADS": "1"},
                           capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -37,6 +40,11 @@ def test_round_cost_prints_one_entry_per_workload(mnist_root, shared_dir):
     assert result["xdev_step"]["clients_per_round"] == 4 and result["wide_1000"]["clients_per_round"] == 40
     assert result["lstm_dp"]["clients_per_round"] == 4  # the data-parallel round: all four clients
     assert result["machine"]["cpu_capability"]
+    text = doc.read_text()
+    assert text.startswith("# Performance\n\nText before.\n") and text.endswith("Text after.\n") and "\nold\n" not in text
+    table = text.split("<!-- round_cost:tiny:begin -->")[1].split("<!-- round_cost:tiny:end -->")[0]
+    assert f"CPU kernel set {result['machine']['cpu_capability']}" in table
+    assert all(f"| {name} | " in table for name in ("xdev_step", "xdev_epoch", "wide_1000", "lstm_dp", "quickstart"))
 
 
 def test_round_cost_refuses_an_unknown_workload():

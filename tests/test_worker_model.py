@@ -55,3 +55,21 @@ def test_a_plugin_model_is_built_anew_for_every_message(isolated_registries):
     REGISTRY["plugin_net"] = Plugin
     settings = SimpleNamespace(model="plugin_net", input_shape=(1, 8, 8), num_classes=10, seed=0, model_options={})
     assert client_app.worker_model(settings, torch.device("cpu")) is None
+
+
+def test_the_model_s_tensors_are_read_as_flower_reads_them():
+    import torch
+    from flwr.app import ArrayRecord
+
+    from fedgc.models import build_model
+
+    for name, shape in (("resnet20", (3, 8, 8)), ("char_lstm", (80,)), ("mnist_2nn", (1, 28, 28))):
+        state = build_model(name, shape, 10 if name != "char_lstm" else 80, 3).state_dict()
+        state["scalar"], state["counts"] = torch.tensor(2.5), torch.arange(6, dtype=torch.int64).reshape(2, 3)
+        record = ArrayRecord(state)
+        ours, flowers = client_app.model_tensors(record), record.to_torch_state_dict()
+        assert list(ours) == list(flowers)
+        for key in ours:
+            assert ours[key].dtype == flowers[key].dtype and ours[key].shape == flowers[key].shape
+            assert torch.equal(ours[key], flowers[key]), key
+            assert ours[key].is_contiguous()

@@ -21,8 +21,9 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import torch
-from flwr.app import Context, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from torch import nn
 
@@ -45,6 +46,7 @@ from fedgc.flower.client_checks import (
     check_memory,
     check_model_arrays,
     check_round_config,
+    npy_header,
 )
 from fedgc.flower.client_config import ClientSettings, read_client_config
 from fedgc.flower.client_state import pack_state, unpack_state
@@ -188,11 +190,23 @@ def train_job(msg: Message | RecordDict, context: Context, local: ArrayDataset |
     if model is None:
         model = build_model(settings.model, settings.input_shape, settings.num_classes, settings.seed,
                             options=settings.model_options).to(device)
-    model.load_state_dict(content.array_records[keys.ARRAYS].to_torch_state_dict())
+    model.load_state_dict(model_tensors(content.array_records[keys.ARRAYS]))
     generator = torch.Generator().manual_seed(client_seed(settings.seed, partition, server_round))
     steps = settings.local_steps or steps_for_epochs(len(local), settings.batch_size, settings.epochs or 1.0)
     return model, TrainJob(data=local, steps=steps, batch_size=settings.batch_size, lr=settings.lr,
                            generator=generator, momentum=settings.momentum, weight_decay=settings.weight_decay)
+
+
+def model_tensors(record: ArrayRecord) -> dict[str, torch.Tensor]:
+    """The global model's tensors from a record ``check_model_arrays`` passed: each array's values read
+    past its .npy header (``npy_header``: parsed once per distinct header), as ``torch.from_numpy(
+    array.numpy())`` gives them (tests/test_worker_model.py), without ``np.load`` parsing each header again."""
+    tensors = {}
+    for name, array in record.items():
+        descr, shape, offset = npy_header(array)
+        values = np.frombuffer(array.data, dtype=np.dtype(descr), offset=offset, count=math.prod(shape))
+        tensors[name] = torch.from_numpy(values.reshape(shape).copy())
+    return tensors
 
 
 _WORKERS: dict[tuple, nn.Module] = {}

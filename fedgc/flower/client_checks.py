@@ -124,14 +124,27 @@ def npy_header(array: Array) -> tuple[str, tuple[int, ...], int]:
     start = 8 + size_bytes
     if major not in (1, 2, 3) or length > NPY_HEADER_MAX or start + length > len(data):
         raise ClientRefusal("bad-arrays", "an array's .npy header is malformed or too long")
+    text = data[start:start + length]
+    known = _NPY_HEADERS_READ.get(text)  # the same bytes read before: the same answer
+    if known is not None:
+        return known[0], known[1], start + length
     try:
-        header = ast.literal_eval(data[start:start + length].decode("latin1"))
+        header = ast.literal_eval(text.decode("latin1"))
         descr, order, shape = header["descr"], header["fortran_order"], tuple(header["shape"])
     except (ValueError, SyntaxError, KeyError, TypeError, MemoryError, RecursionError):
         raise ClientRefusal("bad-arrays", "an array's .npy header is malformed") from None
     if order is not False or not isinstance(descr, str) or not all(is_int(d) and d >= 0 for d in shape):
         raise ClientRefusal("bad-arrays", "an array's .npy header is malformed")
+    if len(_NPY_HEADERS_READ) >= MAX_NPY_HEADERS_READ:
+        _NPY_HEADERS_READ.clear()
+    _NPY_HEADERS_READ[text] = (descr, shape)
     return descr, shape, start + length
+
+
+# Headers that parsed, by their bytes (a model's dozens of tensors, message after message): parsing
+# one with ast.literal_eval costs about 0.1 ms. Bounded; a header that did not parse is never kept.
+_NPY_HEADERS_READ: dict[bytes, tuple[str, tuple[int, ...]]] = {}
+MAX_NPY_HEADERS_READ = 4096
 
 
 def check_model_arrays(record: object, specs: dict[str, tuple[str, tuple[int, ...]]]) -> None:
