@@ -15,6 +15,7 @@ client generators, so the trajectory is the dense baseline's in distribution, no
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"per-worker gradient L2 norm (gradient units), threshold {threshold:.4g} = clip_norm "
           f"{s.compression.clip_norm} / (lr {lr} · √{n})", file=sys.stderr)
     print("| rounds | p10 | median | p90 | p99 | max | clipped | mean after clipping | train loss |", file=sys.stderr)
-    for a, b in zip(edges[:-1], edges[1:]):
+    for a, b in itertools.pairwise(edges):
         pre = before[a:b].ravel()
         row = {"rounds": [int(a) + 1, int(b)], "p10": float(np.percentile(pre, 10)),
                "median": float(np.median(pre)), "p90": float(np.percentile(pre, 90)),

@@ -50,7 +50,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results_block import write_block  # noqa: E402
+from results_block import write_block
 
 REPO = Path(__file__).resolve().parents[1]
 ORDER = ("dense", "dgc", "no_momentum_correction", "no_clipping", "no_masking", "no_warmup",
@@ -162,7 +162,7 @@ def aggregate(per_seed: dict[int, dict]) -> dict:
 def run_one(scenario: Path, run_dir: Path, sets: list[str], rounds: int, rerun: bool, partial: bool) -> dict | None:
     summary_path = run_dir / "summary.json"
     done = summary_path.is_file() and json.loads(summary_path.read_text()).get("rounds") == rounds
-    if not done and not partial or (rerun and not partial):
+    if (not done and not partial) or (rerun and not partial):
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "fedgc.simulate", str(scenario), "--out", str(run_dir), "--overwrite", "--quiet"]
         for s in sets:
@@ -240,7 +240,8 @@ def render(results: dict[str, dict], scenario: dict, sets: dict[str, list[str]],
             f"{fmt(r['final_loss'], r['final_loss_std'], n, 1, 3)} | {fmt(r['perplexity'], r['perplexity_std'], n)} | "
             f"{fmt(r['mean_last3_accuracy'], r['mean_last3_accuracy_std'], n, 100)} | "
             f"{fmt(r['early_accuracy'], r['early_accuracy_std'], n, 100)} | "
-            f"{fmt(r['ratio_after_warmup'], r['ratio_after_warmup_std'], 1, 1, 1)}× | {r['upload_bytes_per_message_after_warmup']:,.0f} | "
+            f"{fmt(r['ratio_after_warmup'], r['ratio_after_warmup_std'], 1, 1, 1)}× | "
+            f"{r['upload_bytes_per_message_after_warmup']:,.0f} | "
             f"{fmt(r['early_train_loss'], r['early_train_loss_std'], n, 1, 3)} | "
             f"{fmt(r['late_train_loss'], r['late_train_loss_std'], n, 1, 3)} | "
             f"{fmt(r['max_train_loss'], r['max_train_loss_std'], n, 1, 2)} | {100 * r['clipped_share']:.1f}% | "

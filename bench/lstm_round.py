@@ -19,7 +19,8 @@ data is not there: timings do not depend on the characters), timed side by side 
 
 Shares: ``dgc_compress_share`` = dgc_compress / (fedgc_sequential + dgc_compress), the part of a
 client round's time that compression takes, both on ``--device`` (on a GPU, compression on the GPU;
-before 2026-11-27 the deltas were taken to the host and compression timed on one CPU thread); ``dgc_select_share`` the same for the selection alone.
+before 2026-11-27 the deltas were taken to the host and compression timed on one CPU thread);
+``dgc_select_share`` the same for the selection alone.
 Each case is warmed up once, then timed ``--reps`` times interleaved (median; ``*_min_s`` the fastest,
 the better figure on a machine shared with other jobs). One thread (``--threads``). The last line is one
 JSON object.

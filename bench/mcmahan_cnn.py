@@ -52,7 +52,8 @@ def run(out: Path, stop_after: int | None, shared: Path) -> None:
     """Run the scenario into ``out`` (or continue it, if ``out`` has a checkpoint), logging row times."""
     resume = (out / "checkpoint.pt").is_file()
     cmd = [sys.executable, "-m", "fedgc.simulate", "--quiet"]
-    cmd += ["--resume", str(out)] if resume else [str(SCENARIO), "--out", str(out), "--overwrite", "--set", f"data.root={shared / 'data' / 'mnist'}"]
+    cmd += ["--resume", str(out)] if resume else [str(SCENARIO), "--out", str(out), "--overwrite",
+                                                  "--set", f"data.root={shared / 'data' / 'mnist'}"]
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "times.log", "a") as times, open(out / "bench.log", "a") as log:
@@ -102,7 +103,8 @@ def figures(out: Path) -> dict:
         "median_wall_s_per_round": gaps[len(gaps) // 2] if gaps else None,
         "best_accuracy": max((r["accuracy"] for r in rows if r.get("accuracy") is not None), default=None),
         "last_accuracy": rows[-1]["accuracy"] if rows else None,
-        "share_of_rounds_at_target_after_first": (sum((r.get("accuracy") or 0) >= TARGET for r in after) / len(after)) if after else None,
+        "share_of_rounds_at_target_after_first":
+            (sum((r.get("accuracy") or 0) >= TARGET for r in after) / len(after)) if after else None,
         "mb_up_per_round": rows[0]["bytes_up"] / 1e6 if rows else None,
         "mb_down_per_round": rows[0]["bytes_down"] / 1e6 if rows else None,
         "curve": {r["round"]: r["accuracy"] for r in rows if r["round"] % 10 == 0 or r is hit},
@@ -122,7 +124,7 @@ def write_results(figs: dict, path: Path) -> None:
         "",
         "| what | measured |",
         "|---|---|",
-        f"| rounds to {100 * TARGET:.0f}% test accuracy | **{hit if hit else 'not reached'}** (of {figs['rounds_run']} run) |",
+        f"| rounds to {100 * TARGET:.0f}% test accuracy | **{hit or 'not reached'}** (of {figs['rounds_run']} run) |",
         f"| simulated time to {100 * TARGET:.0f}% (LTE profile) | "
         + ("–" if hit is None else f"{figs['sim_time_to_target_s']:.0f} s ({figs['sim_time_to_target_s'] / 60:.1f} min)") + " |",
         f"| wall time to {100 * TARGET:.0f}% on this machine | "

@@ -19,8 +19,10 @@ Workloads (``--workloads``, default all):
 - ``quickstart``: ``scenarios/quickstart.yaml`` (digits, 5 of 10 clients a round, 10 local steps).
 
 A round's time is the interval between two consecutive rounds' ends (the run's observer), over
-``--rounds`` rounds after the first (whose time, from the call to ``run_rounds``, is the start-up:
-data, model, the first messages); no evaluation falls in a timed round. ``bare_s`` is the median of
+``--rounds`` rounds after the first; no evaluation falls in a timed round. ``startup_s`` is the run's
+own start-up, from the call to ``run_rounds`` until its first round begins (data, partitions, model,
+network, strategy; the process's imports are not in it: docs/performance.md, "What a process costs
+before it trains"), ``first_round_s`` the first round (one-time costs land there). ``bare_s`` is the median of
 ``--rounds`` repetitions of the bare loop. ``overhead_ms_per_client`` = (round − bare) / clients a
 round. The split is ``bench/round_split.py``'s over the timed rounds.
 
@@ -33,7 +35,7 @@ round. The split is ``bench/round_split.py``'s over the timed rounds.
 and the machine (torch's CPU kernel set, the GPU).
 
 The last line printed is one JSON object: one entry per workload, each with ``round_s``, ``bare_s``,
-``round_over_bare``, ``overhead_ms_per_client``, ``startup_s``, ``clients_per_round``, ``execution``
+``round_over_bare``, ``overhead_ms_per_client``, ``startup_s``, ``first_round_s``, ``clients_per_round``, ``execution``
 and ``split_s``; and ``machine`` (torch's CPU kernel set, the device, the commit).
 """
 
@@ -97,11 +99,15 @@ class RoundClock:
         clock = self
 
         class Observer(RoundObserver):
+            def started(self, done) -> None:
+                clock.began = time.perf_counter()
+
             def round_done(self, record, clients) -> None:
                 clock.ends.append(time.perf_counter())
                 clock.snapshots.append(dict(split.seconds))
 
         self.observer = Observer()
+        self.began = 0.0  # when the run's parts were built and its first round began
         self.ends: list[float] = []
         self.snapshots: list[dict[str, float]] = []
 
@@ -138,7 +144,7 @@ def fedgc_rounds(tree: dict, timed_rounds: int, device: str) -> dict:
         raise SystemExit(f"{scenario.name}: ran {len(ends)} rounds, {timed_rounds + 1} needed ({summary.stopped_reason})")
     intervals = [b - a for a, b in itertools.pairwise(ends[:timed_rounds + 1])]
     wall = ends[timed_rounds] - ends[0]
-    return {"round_s": statistics.median(intervals), "startup_s": ends[0] - t0,
+    return {"round_s": statistics.median(intervals), "startup_s": clock.began - t0, "first_round_s": ends[0] - clock.began,
             "split_s": split_between(clock.snapshots[0], clock.snapshots[timed_rounds], wall, timed_rounds),
             "scenario": scenario}
 
@@ -154,7 +160,7 @@ def bare_clients(scenario, count: int):
 
 def steps_for(scenario, size: int) -> int:
     c = scenario.client
-    return c.local_steps if c.local_steps else max(1, math.ceil(c.epochs * size / c.batch_size))
+    return c.local_steps or max(1, math.ceil(c.epochs * size / c.batch_size))
 
 
 def bare_sequential(scenario, clients, model, device) -> None:
@@ -251,7 +257,8 @@ def measure(name: str, rounds: int, device_spec: str, tiny: bool) -> dict:
             "round_s": round(run["round_s"], 4), "bare_s": round(bare_s, 4),
             "round_over_bare": round(run["round_s"] / bare_s, 2),
             "overhead_ms_per_client": round(1000 * (run["round_s"] - bare_s) / per_round, 2),
-            "startup_s": round(run["startup_s"], 2), "split_s": run["split_s"]}
+            "startup_s": round(run["startup_s"], 2), "first_round_s": round(run["first_round_s"], 3),
+            "split_s": run["split_s"]}
 
 
 def scenario_clients(scenario) -> range:
@@ -307,7 +314,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{name:11s} {figures['clients_per_round']:5d} clients ({figures['execution']}): round "
               f"{figures['round_s']:.3f} s, bare training {figures['bare_s']:.3f} s, x{figures['round_over_bare']}, "
               f"{figures['overhead_ms_per_client']} ms a client-round beside training; start-up "
-              f"{figures['startup_s']} s", flush=True)
+              f"{figures['startup_s']} s, first round {figures['first_round_s']} s", flush=True)
     result["machine"] = machine(args.device)
     if args.write:
         from results_block import write_block
@@ -326,13 +333,14 @@ def table(result: dict, args: argparse.Namespace) -> str:
              f"{time.strftime('%Y-%m-%d')}, CPU kernel set {m['cpu_capability']}, {m['threads']} torch thread(s), "
              f"{where}, torch {m['torch']}{' (--tiny)' if args.tiny else ''}:", "",
              "| workload | clients a round | execution | round (s) | bare training (s) | round / bare "
-             "| fedgc's own ms a client-round | start-up through round 1 (s) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| fedgc's own ms a client-round | start-up (s) | first round (s) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name in WORKLOADS:
         if name in result:
             f = result[name]
             lines.append(f"| {name} | {f['clients_per_round']} | {f['execution']} | {f['round_s']:.3f} | "
-                         f"{f['bare_s']:.3f} | {f['round_over_bare']} | {f['overhead_ms_per_client']} | {f['startup_s']} |")
+                         f"{f['bare_s']:.3f} | {f['round_over_bare']} | {f['overhead_ms_per_client']} | {f['startup_s']} | "
+                         f"{f['first_round_s']} |")
     return "\n".join(lines) + "\n"
 
 

@@ -330,7 +330,8 @@ def render(results: dict[str, dict], scenario: dict, targets: list[float], check
     for name, r in results.items():
         n = r["n"]
         delta = "–" if dense is None else f"{100 * (r['final_accuracy'] - dense['final_accuracy']):+.2f}"
-        row = (f"| `{name}`{' (partial)' if r['partial'] else ''} | {n} | {_f(r['final_accuracy'], r['final_accuracy_std'], n, 100)} "
+        row = (f"| `{name}`{' (partial)' if r['partial'] else ''} | {n} "
+               f"| {_f(r['final_accuracy'], r['final_accuracy_std'], n, 100)} "
                f"| {delta} | {_f(r['final_loss'], r['final_loss_std'], n, 1, 3)} | {_f(r['perplexity'], r['perplexity_std'], n)} "
                f"| {_f(r['bytes_up'], r['bytes_up_std'], n, 1e-6, 1)} | {_f(r['bytes_down'], r['bytes_down_std'], n, 1e-6, 1)} "
                f"| {_f(r['ratio_up_after_warmup'], 0, 1, 1, 1)}× |")

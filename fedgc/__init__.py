@@ -13,6 +13,8 @@ The public Python API (docs/api.md) — everything else in the package may chang
     print(sweep.table())
     print(fedgc.baseline(scenario).table())  # beside dense and both directions compressed
 
+``fedgc.__version__`` is the installed version (from the package metadata, set in pyproject.toml).
+
 The names are imported when first used, so ``import fedgc`` stays light (the command line starts fast).
 """
 
@@ -23,6 +25,7 @@ from typing import Any
 
 # Public name -> the module that defines it.
 _PUBLIC = {
+    "FedgcError": "fedgc.errors",  # the base of every one-line user error below (docs/api.md, "Errors")
     "Scenario": "fedgc.scenario",
     "ScenarioError": "fedgc.scenario",
     "Run": "fedgc.api.runs",
@@ -68,6 +71,15 @@ __all__ = sorted(_PUBLIC)  # noqa: PLE0605 — the names above, one list
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # the installed distribution's version: pyproject.toml's, the one source
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value = version("fedgc")
+        except PackageNotFoundError:  # the package imported from a checkout that was never installed
+            value = "0+unknown"
+        globals()[name] = value
+        return value
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'fedgc' has no attribute {name!r}")
@@ -77,4 +89,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_PUBLIC])
+    return sorted({*globals(), *_PUBLIC, "__version__"})

@@ -2,14 +2,14 @@
 
 ``python -m`` puts the working directory first on ``sys.path``, so a module lying there (one shipped
 next to a scenario, or named like a package fedgc imports: ``yaml.py``, ``torch.py``) would be
-imported in its place. The commands that only read (``check`` without ``--deep``, ``report``) drop it,
+imported in its place. The commands that only read (``check`` without ``--deep``, ``report``, ``scenarios``) drop it,
 as the installed ``fedgc`` command never has it; ``run`` and ``check --deep`` keep it, for the
 scenario's import paths (docs/api.md)."""
 
 import os
 import sys
 
-READ_ONLY = ("check", "report")
+READ_ONLY = ("check", "report", "scenarios")
 RUNS_PLUGINS = ("--deep", "--sweep", "--seeds")
 
 

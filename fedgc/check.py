@@ -28,7 +28,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     "'fedgc fetch' command that gets it. Without --deep nothing of the user's runs: a plugin "
                     "(import path or installed plugin) is checked by name only. Exit status 0 when ready, 2 with "
                     "a one-line error.")
-    parser.add_argument("scenario", help="scenario YAML file")
+    parser.add_argument("scenario", help="scenario YAML file, or the name of a built-in scenario (fedgc scenarios)")
     parser.add_argument("--deep", action="store_true",
                         help="also load and partition the training data and build the model (slower); this "
                              "imports and runs the plugins the scenario names (its model, dataset, compressor...)")

@@ -1,12 +1,13 @@
 """The ``fedgc`` command: one entry point for the researcher's workflow.
 
-    fedgc run SCENARIO [options]     run a scenario (= python -m fedgc.simulate SCENARIO [options])
+    fedgc run SCENARIO [options]     run a scenario: a YAML file or a built-in's name (= python -m fedgc.simulate ...)
     fedgc check SCENARIO [--deep]    is it ready to run? validate it, find its files (--deep: load its data)
     fedgc report RUN [RUN ...]       summarize runs (= python -m fedgc report ...)
     fedgc fetch ITEM [--dir D]       download data sets and traces (docs/data.md)
     fedgc export-data SCENARIO --out D   write partitions as device data (docs/deploy-edge.md)
     fedgc submit APP CONNECTION --run-config F   flwr run on a deployment, exit 1 if the run failed
     fedgc plugins                    what is registered (models, datasets, compressors, rules, optimizers) and from where
+    fedgc scenarios [copy NAME [DEST]]   the built-in scenarios (fedgc run NAME runs one); copy one out to edit
 
 This module only dispatches: each subcommand's options are those of the module it calls.
 It must stay importable by old Pythons, so that they get a one-line message instead of a traceback.
@@ -17,7 +18,7 @@ import sys
 MIN_PYTHON = (3, 11)  # flwr 1.41+ requires Python >= 3.11 (keep equal to requires-python in pyproject.toml)
 
 USAGE = __doc__.split("\n\n")[1].rstrip() + "\n"
-COMMANDS = ("run", "check", "report", "fetch", "export-data", "submit", "plugins")
+COMMANDS = ("run", "check", "report", "fetch", "export-data", "submit", "plugins", "scenarios")
 
 
 def _run(argv):
@@ -63,8 +64,13 @@ def _plugins(argv):
     return main(argv)
 
 
+def _scenarios(argv):
+    from fedgc.builtin_scenarios import main
+    return main(argv)
+
+
 DISPATCH = {"run": _run, "check": _check, "report": _report, "fetch": _fetch, "export-data": _export_data,
-            "submit": _submit, "plugins": _plugins}
+            "submit": _submit, "plugins": _plugins, "scenarios": _scenarios}
 
 
 def main(argv=None):
@@ -80,8 +86,8 @@ def main(argv=None):
                          + "\n'fedgc COMMAND --help' lists a command's options.\n")
         return 0 if argv else 2
     if argv[0] == "--version":
-        from importlib.metadata import version
-        print("fedgc " + version("fedgc"))
+        import fedgc
+        print("fedgc " + fedgc.__version__)
         return 0
     command = DISPATCH.get(argv[0])
     if command is None:

@@ -32,8 +32,10 @@ def _mb(n: int) -> str:
     return f"{n / MB:.2f}"
 
 
-def human_summary(summary: Summary, out_dir: Path | None) -> str:
-    """One or two lines with rounded figures and where the outputs are."""
+def human_summary(summary: Summary, out_dir: Path | None, command_s: float | None = None) -> str:
+    """Two lines with rounded figures and where the outputs are. The wall-clock time is the run's
+    (``summary.wall_time_s``: loading the data, building the model and network, the rounds) and, given
+    ``command_s``, the whole command's beside it (Python's start, the imports and the plots included)."""
     target = f"{summary.target_accuracy:.0%}"
     if summary.time_to_target_s is not None:
         reached = f"reached {target} after {summary.time_to_target_s:.1f} s simulated (round {summary.rounds_to_target})"
@@ -43,7 +45,9 @@ def human_summary(summary: Summary, out_dir: Path | None) -> str:
     first = (f"{summary.name}: {summary.rounds} rounds, final accuracy {summary.final_accuracy:.3f} "
              f"(best {summary.best_accuracy:.3f}); {reached}")
     second = (f"up {_mb(summary.bytes_up)} MB{ratio}; down {_mb(summary.bytes_down)} MB; "
-              f"{summary.sim_time_s:.1f} s simulated, {summary.wall_time_s:.0f} s wall")
+              f"{summary.sim_time_s:.1f} s simulated; wall clock: {summary.wall_time_s:.1f} s the run (data, model, rounds)")
+    if command_s is not None:
+        second += f", {command_s:.1f} s the whole command"
     if out_dir is not None:
         second += f"; outputs in {out_dir}"
     return f"{first}\n{second}"
@@ -105,7 +109,8 @@ def run_comparison(scenario: Scenario, out_dir: Path | None, *, quiet: bool = Tr
         else:
             with claim_folder(folder):
                 write_whole(folder / "scenario.yaml", dump_scenario(variant.scenario))
-                summary = run_scenario(variant.scenario, folder, quiet=quiet)
+                summary = run_scenario(variant.scenario, folder, quiet=quiet,
+                                       title=f"{scenario.name}, {variant.label}")  # its plots say which
         results.append(Compared(variant, summary, folder))
         if summary.stopped_reason != "completed":
             break  # interrupted or diverged: the rest would not be compared like with like
@@ -167,11 +172,26 @@ def reading(results: list[Compared]) -> str:
     return said + "."
 
 
+def plot_variants(results: list[Compared], out_dir: Path) -> list[Path]:
+    """The overlays of the variants into ``out_dir`` (``BASELINE_PLOT_FILES``: accuracy against
+    simulated time and against bytes up + down, one line per variant, labelled as the table names it)."""
+    from fedgc.metrics import read_rounds
+    from fedgc.plots import accuracy_points
+    from fedgc.plots.overlays import RunSeries, plot_baseline
+
+    series = [RunSeries(r.variant.label, accuracy_points(read_rounds(r.out_dir / "metrics.jsonl")),
+                        r.summary.target_accuracy) for r in results if r.out_dir is not None]
+    return plot_baseline(series, out_dir, results[0].summary.name)
+
+
 def write_comparison(results: list[Compared], out_dir: Path) -> Path:
+    """``comparison.md`` (the table and its reading) and the overlay plots beside it."""
+    plots = plot_variants(results, out_dir)
     path = out_dir / "comparison.md"
     table = comparison_table(results)
     write_whole(path, f"# {results[0].summary.name}: compression against its baselines\n\n```\n{table}\n```\n\n"
-                f"{reading(results)}\n\nRun folders: " + ", ".join(f"`{r.variant.folder}/`" for r in results) + "\n")
+                f"{reading(results)}\n\nRun folders: " + ", ".join(f"`{r.variant.folder}/`" for r in results)
+                + "; overlays: " + ", ".join(f"`{p.name}`" for p in plots) + "\n")
     return path
 
 

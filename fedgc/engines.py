@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fedgc.core.observe import RoundObserver, default_observers
+from fedgc.errors import FedgcError
 from fedgc.metrics import Summary
 from fedgc.scenario import Scenario
 
@@ -18,26 +19,27 @@ EXIT_DIVERGED = 3
 
 
 def run_inline(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False, resume: bool = False,
-               observers: Sequence[RoundObserver] = ()) -> Summary:
+               observers: Sequence[RoundObserver] = (), title: str | None = None) -> Summary:
     from fedgc.flower.inline_grid import InlineGrid
     from fedgc.flower.loop import run_rounds
 
     # The loop the ServerApp's main runs, called directly so the summary comes back to the caller.
-    shown = default_observers(scenario.rounds, out_dir, quiet=quiet, title=scenario.name,
+    shown = default_observers(scenario.rounds, out_dir, quiet=quiet, title=title or scenario.name,
                               target_accuracy=scenario.eval.target_accuracy)
     return run_rounds(InlineGrid.for_scenario(scenario, out_dir=out_dir), scenario, out_dir,
                       observers=[*shown, *observers], resume=resume, graceful_stop=True)
 
 
-class EngineUnavailable(ValueError):
+class EngineUnavailable(FedgcError, ValueError):
     """An engine whose optional dependencies are not installed (reported in one line, exit 2)."""
 
 
 def run_flower(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False, resume: bool = False,
-               observers: Sequence[RoundObserver] = ()) -> Summary:
+               observers: Sequence[RoundObserver] = (), title: str | None = None) -> Summary:
     """Flower's simulation runtime (Ray): a local SuperLink with ``--simulation`` and ``flwr run``. The
-    loop runs in the runtime's ServerApp process, with its own progress line and plots: ``observers``
-    are not called here (``fedgc.api.runs`` replays the run folder to them)."""
+    loop runs in the runtime's ServerApp process, with its own progress line and plots (titled with the
+    scenario's name; redrawn here under ``title`` when one is given): ``observers`` are not called here
+    (``fedgc.api.runs`` replays the run folder to them)."""
     import importlib.util
 
     from fedgc.extensions import registered_in_python
@@ -45,8 +47,8 @@ def run_flower(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False,
     local = registered_in_python(scenario.model_dump(mode="json"))
     if local:
         raise EngineUnavailable(f"engine 'flower': {local[0]} was registered from Python in this process only, and "
-                                "Flower's runtime runs the clients and the server loop in other processes: name it by import path "
-                                "(package.module:attribute) or install it as a plugin (docs/api.md)")
+                                "Flower's runtime runs the clients and the server loop in other processes: "
+                                "name it by import path (package.module:attribute) or install it as a plugin (docs/api.md)")
     if importlib.util.find_spec("ray") is None:
         raise EngineUnavailable("engine 'flower' needs Ray, which is not installed: pip install 'fedgc[ray]'")
     from fedgc.flower.flower_engine import run_on_simulation_runtime, with_absolute_paths
@@ -58,13 +60,20 @@ def run_flower(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False,
         state = resumable(out_dir, with_absolute_paths(scenario))
         check_store_for_resume(state["transport"], out_dir)  # a store on disk holds the rows it recorded
 
-    return run_on_simulation_runtime(scenario, out_dir, quiet=quiet)
+    summary = run_on_simulation_runtime(scenario, out_dir, quiet=quiet)
+    if out_dir is not None and title and title != scenario.name and (out_dir / "metrics.jsonl").is_file():
+        from fedgc.metrics import read_rounds
+        from fedgc.plots import plot_run
+
+        plot_run(read_rounds(out_dir / "metrics.jsonl"), out_dir / "plots", title, scenario.eval.target_accuracy)
+    return summary
 
 
 ENGINES = {"inline": run_inline, "flower": run_flower}
 
 
 def run_scenario(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False, resume: bool = False,
-                 observers: Sequence[RoundObserver] = ()) -> Summary:
-    """Run ``scenario`` on its engine into ``out_dir`` (a claimed run folder, or None for no files)."""
-    return ENGINES[scenario.engine](scenario, out_dir, quiet=quiet, resume=resume, observers=observers)
+                 observers: Sequence[RoundObserver] = (), title: str | None = None) -> Summary:
+    """Run ``scenario`` on its engine into ``out_dir`` (a claimed run folder, or None for no files).
+    ``title``: the run's plots' title (default: the scenario's name)."""
+    return ENGINES[scenario.engine](scenario, out_dir, quiet=quiet, resume=resume, observers=observers, title=title)

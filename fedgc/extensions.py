@@ -6,8 +6,8 @@ Three ways in, one registry per kind (the same dicts the built-ins are listed in
 - from Python: ``fedgc.register_model("tiny", TinyNet)``, ``register_dataset``, ``register_compressor``, ``register_aggregator``,
   ``register_server_optimizer``;
 - an import path in the scenario: ``model: {name: "my_pkg.models:TinyNet"}`` (also ``data.dataset``,
-  ``compression.name``, ``downlink.name``, ``strategy.aggregation`` and ``strategy.server_optimizer``), imported when the scenario is validated and registered
-  under that text;
+  ``compression.name``, ``downlink.name``, ``strategy.aggregation`` and ``strategy.server_optimizer``),
+  imported when the scenario is validated and registered under that text;
 - an installed package that announces itself in the ``fedgc.plugins`` entry-point group: the entry
   point is a function of no arguments that calls the ``register_*`` functions.
 
@@ -318,7 +318,7 @@ def load_entry_points() -> list[str]:
     fails to load is a ``PluginError`` naming it. Under a node's policy (``node_policy``) an entry
     point whose module its operator did not list is neither imported nor called (a later call outside
     the policy may still load it)."""
-    global _entry_points_loaded
+    global _entry_points_loaded  # noqa: PLW0603 — once per process, by design
     if _entry_points_loaded:
         return []
     names, skipped = [], False
@@ -356,7 +356,7 @@ def registered() -> list[PluginInfo]:
 
     load_entry_points()
     rows = []
-    for kind, table in (("model", MODELS), ("dataset", {**{n: None for n in DATASET_NAMES}, **USER_DATASETS}),
+    for kind, table in (("model", MODELS), ("dataset", {**dict.fromkeys(DATASET_NAMES), **USER_DATASETS}),
                         ("compressor", COMPRESSORS), ("aggregator", AGGREGATORS),
                         ("server_optimizer", SERVER_OPTIMIZERS)):
         for name, value in table.items():

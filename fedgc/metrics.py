@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 
 from fedgc.bounded import open_no_follow, read_text, write_whole, writing
+from fedgc.errors import FedgcError
 
 
 @dataclass
@@ -213,7 +214,7 @@ class ClientRecord:
 
 # --- reading them back: the one reader of metrics.jsonl and summary.json ---------------------------
 
-class MetricsFileError(ValueError):
+class MetricsFileError(FedgcError, ValueError):
     """A metrics file cannot be read; ``str(err)`` is one line naming the file (and line) and the problem."""
 
 

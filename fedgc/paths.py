@@ -28,6 +28,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fedgc.errors import FedgcError
+
 # The scenario keys that name files or directories, as key paths; the network's in its tagged form
 # (network.link.down) and its flat form (network.trace_down), which fedgc.network.flat_form folds.
 PATH_KEYS: tuple[tuple[str, ...], ...] = (
@@ -43,7 +45,7 @@ UNDER_TRACE_DIR = {key for key in PATH_KEYS if key[0] == "network" and key != ("
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-class PathError(ValueError):
+class PathError(FedgcError, ValueError):
     """A path in the scenario cannot be expanded; the message names the key."""
 
 

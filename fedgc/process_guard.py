@@ -117,7 +117,7 @@ _shared_lock = threading.Lock()
 def shared_guard() -> Guard:
     """This process's guard for processes started outside an engine (deployments, tests, the shaped
     harness), started on first use and closed when the interpreter exits."""
-    global _shared
+    global _shared  # noqa: PLW0603 — one guard per process, made on first use
     with _shared_lock:
         if _shared is None or _shared._owner != os.getpid():
             _shared = Guard()

@@ -82,7 +82,8 @@ def check_scenario(scenario, data) -> str:
     _check_clock(scenario, network, samples_asked(scenario, data))
     return (f"{scenario.name}: {len(data.partitions)} clients, {sum(len(p) for p in data.partitions)} train samples, "
             f"model {scenario.model.name} ({parameter_count(model):,} parameters), "
-            f"compression {scenario.compression.name}, downlink {scenario.downlink.name}, network {scenario.network.profile}/{scenario.network.link.name}")
+            f"compression {scenario.compression.name}, downlink {scenario.downlink.name}, "
+            f"network {scenario.network.profile}/{scenario.network.link.name}")
 
 
 def deep_report(scenario, data) -> str:

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from fedgc.bounded import LINK_REFUSED
+from fedgc.errors import RunFolderError
 
 LOCK_NAME = ".fedgc.lock"
 CHECKPOINT = "checkpoint.pt"  # a run's last checkpoint (fedgc.core.checkpoint writes it)
@@ -47,10 +48,6 @@ RUN_FILES = ("scenario.yaml", "sweep.yaml", CHECKPOINT, CHECKPOINT + ".tmp", "me
              "clients.jsonl", "clients.jsonl.tmp", "failures.jsonl", "failures.jsonl.tmp", "summary.json",
              "summary.json.tmp", "model.pt", "model.pt.tmp", "report.md", "comparison.md", "client-state.sqlite",
              "flower-logs")
-
-
-class RunFolderError(ValueError):
-    """A run folder cannot be used; ``str(err)`` is one line."""
 
 
 def _regular(path: Path) -> bool:

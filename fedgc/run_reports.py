@@ -21,6 +21,7 @@ import yaml
 from fedgc import yaml12
 from fedgc.bounded import read_text, write_whole
 from fedgc.engines import EXIT_INVALID
+from fedgc.errors import RunFolderError
 from fedgc.metrics import RUN_FILE_MAX_BYTES, MetricsFileError, Summary, parse_record, read_rounds
 from fedgc.report_table import (
     GroupRow,
@@ -37,10 +38,6 @@ __all__ = ["GroupRow", "ReportRow", "RunFolderError", "RunResult", "main", "read
            "report_row", "report_rows", "run_folders", "to_markdown", "write_report"]
 
 FORMATS = ("md", "csv", "json")
-
-
-class RunFolderError(ValueError):
-    """A run folder cannot be read; ``str(err)`` is one line naming the folder or file and the problem."""
 
 
 # --- reading run folders ---------------------------------------------------------------------------
@@ -155,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(
         prog="fedgc report", description="Compare finished runs side by side: one row per run, or per group of "
         "runs that differ only by seed (mean ± sample std, n); docs/metrics.md.")
-    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders written by fedgc.simulate, or sweep folders holding them")
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR",
+                        help="run folders written by fedgc.simulate, or sweep folders holding them")
     parser.add_argument("--out", help="write report.<format> and the overlay plots into this folder")
     parser.add_argument("--format", choices=FORMATS, default="md", help="md (default), csv or json")
     parser.add_argument("--allow-duplicate-seeds", action="store_true",

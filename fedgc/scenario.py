@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, model_validator
 
-from fedgc import yaml12
+from fedgc import builtin_scenarios, yaml12
 from fedgc.bounded import SCENARIO_MAX_BYTES, read_text
 from fedgc.compress.base import CompressorOptions
 from fedgc.compress.config import SECTION_KEYS as COMPRESSION_SECTION_KEYS
@@ -93,7 +94,8 @@ class Scenario(_Section):
 
     @classmethod
     def from_yaml(cls, path: str | Path, overrides: Mapping[str, Any] | None = None) -> Scenario:
-        """Read and validate a scenario file; ``overrides``: ``{dotted key: value}`` as ``--set`` takes."""
+        """Read and validate a scenario file (or the built-in scenario a bare name that is no file here
+        names: ``fedgc scenarios``); ``overrides``: ``{dotted key: value}`` as ``--set`` takes."""
         return load_scenario(path).with_overrides(overrides or {})
 
     @classmethod
@@ -281,12 +283,19 @@ def parse_yaml(text: str, where: str) -> Any:
 
 def load_tree(path: str | Path) -> dict[str, Any]:
     """The scenario file as a tree, read as YAML 1.2, with its relative paths made absolute from the
-    file's directory (``fedgc.paths``)."""
+    file's directory (``fedgc.paths``). A bare name (``quickstart``, ``quickstart.yaml``) that is nothing
+    in the current folder is the built-in scenario of that name (``fedgc.builtin_scenarios``)."""
     path = Path(path)
     if path.is_dir():
         raise ScenarioError(f"{path}: is a directory, expected a scenario YAML file")
     if not path.exists():
-        raise ScenarioError(f"{path}: no such scenario file")
+        bare = str(path) == path.name and not os.path.lexists(path)
+        built_in = builtin_scenarios.built_in(path.name) if bare else None
+        if built_in is None:
+            hint = (f" and no built-in scenario of that name (built-in: {', '.join(builtin_scenarios.names())})"
+                    if bare else "")
+            raise ScenarioError(f"{path}: no such scenario file{hint}")
+        path = built_in
     try:
         text = read_text(path, "scenario", SCENARIO_MAX_BYTES)
     except ValueError as err:

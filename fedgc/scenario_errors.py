@@ -13,8 +13,10 @@ import typing
 
 from pydantic import BaseModel
 
+from fedgc.errors import FedgcError
 
-class ScenarioError(ValueError):
+
+class ScenarioError(FedgcError, ValueError):
     """A scenario cannot be used; ``str(err)`` is one line naming the field and the rule."""
 
 
@@ -72,7 +74,8 @@ def yaml_syntax_message(where: str, text: str, err) -> str:
     if "\\t" in problem:
         message += " (YAML indents with spaces, not tabs)"
     if context and "\\t" not in problem:
-        opened = f" started at line {context_mark.line + 1}" if context_mark is not None and context_mark.line != mark.line else ""
+        opened = (f" started at line {context_mark.line + 1}"
+                  if context_mark is not None and context_mark.line != mark.line else "")
         message += f" ({context}{opened})"
     lines = text.splitlines()
     if 0 <= mark.line < len(lines) and lines[mark.line].strip():

@@ -17,11 +17,13 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from shlex import quote
 
 from fedgc.bounded import write_whole, writing
 from fedgc.compare import human_summary
 from fedgc.core.stop import INTERRUPTED
 from fedgc.engines import EXIT_DIVERGED, EXIT_INVALID
+from fedgc.invocation import as_invoked, seconds_since_start
 from fedgc.run_folder import claim_folder, lock_existing, new_run_folder
 from fedgc.scenario import ScenarioError, dump_scenario, load_scenario
 from fedgc.sweep_jobs import default_jobs, parse_jobs
@@ -35,7 +37,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "folder (scenario.yaml, metrics.jsonl, summary.json, plots/, model.pt; docs/metrics.md).",
         epilog="Exit status: 0 done; 2 the scenario or its inputs are invalid (one line on stderr); 3 the run "
                "stopped early (diverged or idle; model.pt holds the last good model); 130 interrupted.")
-    parser.add_argument("scenario", nargs="?", help="scenario YAML file (not with --resume)")
+    parser.add_argument("scenario", nargs="?", help="scenario YAML file, or the name of a built-in scenario "
+                        "(fedgc scenarios lists them) when no such file is here (not with --resume)")
     parser.add_argument("--resume", metavar="RUN_DIR",
                         help="continue the run in RUN_DIR from its last checkpoint (same scenario and seed); "
                              "given a sweep folder, finish the sweep")
@@ -151,9 +154,10 @@ def main(argv: list[str] | None = None) -> int:
         except (TensorBoardUnavailable, OSError, ValueError) as err:
             print(f"error: {err}".splitlines()[0], file=sys.stderr)
             return EXIT_INVALID
-    print(json.dumps(asdict(summary), indent=2) if args.json else human_summary(summary, out_dir))
+    print(json.dumps(asdict(summary), indent=2) if args.json else human_summary(summary, out_dir, seconds_since_start()))
     if summary.stopped_reason == INTERRUPTED:
-        print(f"interrupted after round {summary.rounds}; resume with: fedgc run --resume {out_dir}", file=sys.stderr)
+        print(f"interrupted after round {summary.rounds}; resume with: {as_invoked('run')} --resume {quote(str(out_dir))}",
+              file=sys.stderr)
         return 130
     if summary.stopped_reason != "completed":
         print(f"error: run stopped early ({summary.stopped_reason}); model.pt holds the last good model",
@@ -202,7 +206,7 @@ def _compare(scenario, out_dir: Path, args: argparse.Namespace) -> int:
     last = results[-1]
     if last.summary.stopped_reason == INTERRUPTED:
         print(f"interrupted after round {last.summary.rounds} of {last.variant.label}; resume that run with: "
-              f"fedgc run --resume {last.out_dir}", file=sys.stderr)
+              f"{as_invoked('run')} --resume {quote(str(last.out_dir))}", file=sys.stderr)
         return 130
     return 0 if last.summary.stopped_reason == "completed" else EXIT_DIVERGED
 

@@ -18,7 +18,8 @@ from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from typing import TypeVar
 
 Task = TypeVar("Task")
-PRELOAD = ["fedgc.sweep_runner", "fedgc.engines", "fedgc.core.parts", "fedgc.plots", "sklearn.datasets"]  # imported once, by the fork server
+# Imported once, by the fork server.
+PRELOAD = ["fedgc.sweep_runner", "fedgc.engines", "fedgc.core.parts", "fedgc.plots", "sklearn.datasets"]
 
 
 def _alive(pid: int) -> bool:

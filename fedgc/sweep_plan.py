@@ -19,13 +19,14 @@ import yaml
 
 from fedgc import yaml12
 from fedgc.bounded import SCENARIO_MAX_BYTES, read_text
+from fedgc.errors import FedgcError
 from fedgc.scenario import Scenario, ScenarioError, parse_override, set_dotted, validate
 
 MAX_SWEEP_POINTS = 1000
 MANIFEST = "sweep.yaml"  # in the sweep folder: what --resume needs to finish the sweep
 
 
-class SweepError(ValueError):
+class SweepError(FedgcError, ValueError):
     """An invalid ``--sweep``; ``str(err)`` is one line naming the spec and the problem."""
 
 

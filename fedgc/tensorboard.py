@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fedgc.errors import FedgcError
 from fedgc.metrics import RoundRecord, read_rounds
 
 FOLDER = "tensorboard"
@@ -22,7 +23,7 @@ MB = 1e6
 CLIENT_COUNTS = ("selected", "completed", "cut", "late", "discarded", "failed", "rejected", "applied")
 
 
-class TensorBoardUnavailable(ValueError):
+class TensorBoardUnavailable(FedgcError, ValueError):
     """The optional ``tensorboard`` package is not installed (one line)."""
 
 

@@ -121,7 +121,26 @@ def modules_imported_by(code: str, names: tuple[str, ...]) -> list[str]:
 
 
 def shared_dir() -> Path:
+    """The shared folder the tests read their downloaded data from: ``$FEDGC_SHARED_DIR``, default
+    ``../shared`` beside the checkout; data sets in its ``data/``, traces in its ``traces/``."""
     return Path(os.environ.get("FEDGC_SHARED_DIR", REPO.parent / "shared"))
+
+
+def get_shared(missing: Path | str, items: str, shared: Path | None = None) -> str:
+    """A skip reason a newcomer can act on: what is missing, and the ``fedgc fetch`` commands (as this
+    process can run them) that put ``items`` where the tests look, in ``shared`` (default: the shared
+    folder, ``$FEDGC_SHARED_DIR``)."""
+    from fedgc.invocation import as_invoked
+
+    folder = shared if shared is not None else shared_dir()
+    data = [item for item in items.split() if item != "traces"]
+    commands = ([f"{as_invoked('fetch')} {' '.join(data)} --dir {folder / 'data'}"] if data else []) + \
+        ([f"{as_invoked('fetch')} traces --dir {folder}"] if "traces" in items.split() else [])
+    where = ("the tests read it from $FEDGC_SHARED_DIR (default ../shared beside the checkout): to fetch "
+             "elsewhere, use --dir D/data for data sets and --dir D for traces, then set FEDGC_SHARED_DIR=D")
+    if shared is not None:
+        where = "this test reads that folder itself, whatever FEDGC_SHARED_DIR says"
+    return f"{missing} not found; get it with: {' && '.join(commands)} ({where})"
 
 
 @pytest.fixture(name="shared_dir")
@@ -129,7 +148,7 @@ def shared_traces_dir() -> Path:
     """The shared folder, for tests that replay its network traces."""
     path = shared_dir()
     if not (path / "traces").is_dir():
-        pytest.skip(f"shared traces not found at {path} (set FEDGC_SHARED_DIR)")
+        pytest.skip(get_shared(path / "traces", "traces"))
     return path
 
 
@@ -137,7 +156,7 @@ def shared_traces_dir() -> Path:
 def mnist_root() -> Path:
     root = shared_dir() / "data" / "mnist"
     if not (root / "train-images-idx3-ubyte.gz").is_file():
-        pytest.skip(f"MNIST files not found under {root} (set FEDGC_SHARED_DIR)")
+        pytest.skip(get_shared(root, "mnist"))
     return root
 
 

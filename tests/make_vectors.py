@@ -68,7 +68,7 @@ def compressor_vectors() -> None:
          wide_tensors),
     ]
     for file, kind, name, extra, deterministic, *given in cases:
-        case_shapes, case_tensors = given if given else (shapes, tensors)
+        case_shapes, case_tensors = given or (shapes, tensors)
         config = {"name": name, "density": 0.5, "dense_small_tensors": False, **extra}
         cfg = CompressionConfig(**config)
         compressor, memory = build_compression(cfg)

@@ -11,6 +11,7 @@ import inspect
 import json
 import subprocess
 import sys
+import tomllib
 from dataclasses import asdict
 from pathlib import Path
 
@@ -56,6 +57,7 @@ PUBLIC = {
                 "overwrite: 'bool' = False, quiet: 'bool' = True) -> 'Comparison'",
     "Comparison": "(runs: 'list[Run]', out_dir: 'Path | None' = None) -> None",
     "RunFolderError": None,
+    "FedgcError": None,  # the base of every one-line user error (docs/api.md, "Errors")
     # extending fedgc (tests/test_extensions.py)
     "register_model": "(name: 'str', builder: 'Callable[..., Any]', options: 'type[BaseModel] | None' = None, *, "
                       "replace: 'bool' = False) -> 'None'",
@@ -103,6 +105,13 @@ def test_the_public_names_and_signatures_are_the_promised_ones():
         assert str(inspect.signature(method)).replace("'", "") == signature.replace("'", ""), name
     with pytest.raises(AttributeError):
         fedgc.run_point  # noqa: B018 — internals are not reached through the package
+
+
+def test_the_version_is_the_one_in_pyproject_toml():
+    """``fedgc.__version__`` is read from the installed package's metadata, which pyproject.toml sets: one
+    source. (It is a module attribute, not one of the names ``from fedgc import *`` brings.)"""
+    assert fedgc.__version__ == tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert "__version__" not in fedgc.__all__ and "__version__" in dir(fedgc)
 
 
 def test_import_fedgc_is_light():
@@ -179,6 +188,17 @@ def test_a_sweep_over_two_seeds_gives_its_table_in_memory_and_on_disk(tmp_path):
     assert memory.out_dir is None and all(r.out_dir is None for r in memory.runs)
     assert [r.label for r in memory.runs] == ["seed=0", "seed=1"]  # the point's name, kept in memory
     assert [r.rounds for r in memory.runs] == [r.rounds for r in swept.runs[:2]]
+
+
+def test_a_sweep_kept_in_memory_names_its_rows_by_the_swept_values_as_on_disk(tmp_path):
+    """The README's example: rows named ``compression.density=0.1``, not the scenario's name twice."""
+    grid = {"compression.density": [0.1, 0.5]}
+    in_memory = fedgc.sweep(TINY, grid).table()
+    names = [line.split(" | ")[0].lstrip("| ") for line in in_memory.splitlines()[2:4]]
+    assert names == ["compression.density=0.1", "compression.density=0.5"]
+    assert in_memory == fedgc.sweep(TINY, grid, out=tmp_path / "sweep").table()  # what a sweep folder shows
+    seeds = fedgc.sweep(TINY, grid, seeds=[0, 1]).table()  # seeds averaged: one row per swept value
+    assert [line.split(" | ")[0].lstrip("| ") for line in seeds.splitlines()[2:4]] == names
 
 
 def test_load_run_of_a_folder_that_is_not_a_run_is_one_line(tmp_path):

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from fedgc import check, cli
+from fedgc.invocation import as_invoked
 from fedgc.simulate import parse_args
 from tests.conftest import REPO
 
@@ -48,7 +49,7 @@ def test_a_missing_data_set_is_found_without_loading_and_names_the_fetch_command
     assert check.main([str(REPO / "scenarios" / "dgc_mnist.yaml")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: data.root {tmp_path / 'mnist'}: no such directory")
-    assert err.rstrip().endswith("get it with: fedgc fetch mnist") and err.count("\n") == 1
+    assert err.rstrip().endswith(f"get it with: {as_invoked('fetch')} mnist") and err.count("\n") == 1
 
 
 def test_a_device_too_slow_for_one_round_is_refused_without_the_data(capsys):

@@ -9,10 +9,10 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 import yaml
 
 from fedgc import cli
@@ -49,7 +49,8 @@ def test_help_and_unknown_commands():
     proc = fedgc("--help")
     assert proc.returncode == 0 and all(f"fedgc {c} " in proc.stdout for c in cli.COMMANDS)
     proc = fedgc("train", "x.yaml")
-    assert proc.returncode == 2 and proc.stderr == "fedgc: unknown command 'train' (expected one of: run, check, report, fetch, export-data, submit, plugins)\n"
+    assert proc.returncode == 2 and proc.stderr == ("fedgc: unknown command 'train' (expected one of: run, check, report, "
+                                                    "fetch, export-data, submit, plugins, scenarios)\n")
     assert fedgc().returncode == 2
 
 

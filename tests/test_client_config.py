@@ -105,7 +105,8 @@ def _messages(scenario, server_round: int, strategy, arrays):
     messages = strategy.configure(server_round, arrays, list(range(1, NODES + 1)))
     arrived = []
     for i, message in enumerate(messages):
-        arrived.append(roundtrip(as_pushed(message, f"m{server_round}-{i}"))[0])  # as the node receives it: from the wire bytes alone
+        # As the node receives it: from the wire bytes alone.
+        arrived.append(roundtrip(as_pushed(message, f"m{server_round}-{i}"))[0])
     return arrived
 
 

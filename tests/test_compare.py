@@ -4,6 +4,8 @@ every run, and an interrupted run that keeps its work and resumes to the uninter
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -77,6 +79,32 @@ def test_the_same_comparison_is_one_call_in_the_python_api(tmp_path, tiny_scenar
     assert in_memory.table() == comparison.table()
 
 
+def _png_text(path: Path) -> dict[str, str]:
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return dict(image.text)
+
+
+def test_baseline_overlays_its_variants_in_its_folder_and_titles_each_variant_s_plots(tmp_path, tiny_scenario):
+    """Accuracy against simulated time and against bytes up + down, one labelled line per variant, in
+    the comparison folder; each variant's own plots titled with its label, not only the scenario's name."""
+    import fedgc
+
+    out = tmp_path / "cmp"
+    fedgc.baseline({**tiny_scenario, "rounds": 2}, out)
+    labels = ["dense", "topk up", "topk up + topk down"]
+    for name, axis in (("compare_accuracy_vs_time.png", "simulated time"),
+                       ("compare_accuracy_vs_total_bytes.png", "bytes up + down")):
+        text = _png_text(out / name)
+        assert text["Title"] == f"tiny: accuracy vs {axis} (3 runs)"
+        assert text["Description"].split("; ")[:3] == labels
+    assert "`compare_accuracy_vs_total_bytes.png`" in (out / "comparison.md").read_text()
+    for folder, label in zip(("dense", "topk-up", "topk-up-down"), labels):
+        assert _png_text(out / folder / "plots" / "accuracy_vs_time.png")["Title"] == \
+            f"tiny, {label}: accuracy vs simulated time"
+
+
 def test_every_run_ends_with_a_human_summary_and_json_only_when_asked(tmp_path, tiny_scenario, capsys):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(tiny_scenario))
@@ -88,6 +116,26 @@ def test_every_run_ends_with_a_human_summary_and_json_only_when_asked(tmp_path, 
     assert '"stopped_reason": "completed"' in capsys.readouterr().out
     summary = read_summary(tmp_path / "a" / "summary.json")
     assert human_summary(summary, None).count("\n") == 1
+
+
+def test_the_summary_gives_the_rounds_wall_time_and_the_whole_command_s_beside_it(tmp_path, tiny_scenario):
+    """``summary.wall_time_s`` counts the run's loop only; the line also says how long the command took, from
+    its process's start (the interpreter, the imports, the data, the plots) to the line: timed here from
+    before the process started to when the line arrived."""
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(tiny_scenario))
+    started = time.monotonic()
+    with subprocess.Popen([sys.executable, "-m", "fedgc", "run", str(path), "--out", str(tmp_path / "r"), "--quiet"],
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"},
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as proc:
+        line = next(line for line in proc.stdout if "outputs in " in line)
+        measured = time.monotonic() - started
+        assert proc.wait(timeout=120) == 0
+    rounds_s, command_s = (float(s) for s in re.search(
+        r"; wall clock: ([0-9.]+) s the run \(data, model, rounds\), ([0-9.]+) s the whole command; outputs in ", line).groups())
+    assert rounds_s == round(read_summary(tmp_path / "r" / "summary.json").wall_time_s, 1)
+    assert rounds_s < command_s <= measured + 0.05  # the command holds the rounds, and is held by what we timed
+    assert command_s >= measured - 0.75, (command_s, measured)  # from the process's start, not from main()
 
 
 def test_the_first_signal_asks_to_stop_after_the_round_and_a_second_stops_at_once(capsys):
@@ -150,8 +198,10 @@ def test_an_interrupted_quickstart_keeps_its_work_and_resumes_to_the_uninterrupt
     assert proc.returncode == 130, stderr
     summary = read_summary(out / "summary.json")
     assert summary.stopped_reason == "interrupted" and 7 <= summary.rounds < 12
-    assert stderr.strip().splitlines()[-1] == (f"interrupted after round {summary.rounds}; resume with: "
-                                               f"fedgc run --resume {out}")
+    said, resume = stderr.strip().splitlines()[-1].split("; resume with: ")
+    assert said == f"interrupted after round {summary.rounds}"
+    # the command as it was started (python -m fedgc.simulate), so it runs as printed, here pasted below
+    assert resume.endswith(f" -m fedgc.simulate --resume {out}")
     assert (out / "model.pt").is_file() and any((out / "plots").iterdir()) and (out / "checkpoint.pt").is_file()
     from .test_checkpoint import checkpoint_state
 
@@ -160,7 +210,7 @@ def test_an_interrupted_quickstart_keeps_its_work_and_resumes_to_the_uninterrupt
     from fedgc.run_reports import read_run
 
     assert read_run(out).summary.stopped_reason == "interrupted"  # fedgc report takes the folder as it is
-    done = subprocess.run([sys.executable, "-m", "fedgc.simulate", "--resume", str(out), "--quiet"], cwd=REPO,
+    done = subprocess.run([*shlex.split(resume), "--quiet"], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert (out / "metrics.jsonl").read_bytes() == uninterrupted_quickstart

@@ -130,7 +130,7 @@ def test_a_user_compressor_with_its_own_options_fits():
     add_compressor(Scaled)
     try:
         s = scenario(compression={"name": "scaled", "scaled_factor": 0.25})
-        compressor, memory = build_compression(s.compression)
+        compressor, _memory = build_compression(s.compression)
         assert isinstance(compressor, Scaled) and compressor.factor == 0.25
         assert client_option_names("scaled") == ("error_feedback", "value_dtype", "dense_small_tensors", "scaled_factor")
         assert error(compression={"name": "topk", "scaled_factor": 2.0}).startswith(
@@ -149,13 +149,13 @@ def test_a_compressor_class_is_checked():
         def compress(self, tensor, name, ctx):
             raise NotImplementedError
 
-    with pytest.raises(TypeError, match="must subclass .*CompressorOptions"):
+    with pytest.raises(TypeError, match=r"must subclass .*CompressorOptions"):
         check_compressor(Loose)
 
     class Shadow(CompressorOptions):
         density: float = 0.5
 
-    with pytest.raises(TypeError, match="Options.density shadows a key of the compression section"):
+    with pytest.raises(TypeError, match=r"Options.density shadows a key of the compression section"):
         check_compressor(type("Shadowing", (Scaled,), {"name": "shadowing", "Options": Shadow}))
 
 

@@ -20,13 +20,14 @@ from fedgc.data.leaf import ALL_LETTERS, load_leaf_dir
 from fedgc.data.mnist import load_mnist_dir
 from fedgc.data.partition import PartitionError, partition_options
 
-from .conftest import modules_imported_by
+from .conftest import get_shared, modules_imported_by
 
 SHARED = Path(os.environ.get("FEDGC_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
 MNIST = SHARED / "data" / "mnist"
 SHAKESPEARE = SHARED / "data" / "leaf-shakespeare"
-needs_mnist = pytest.mark.skipif(not (MNIST / "train-images-idx3-ubyte.gz").is_file(), reason="no shared MNIST")
-needs_shakespeare = pytest.mark.skipif(not (SHAKESPEARE / "train").is_dir(), reason="no shared LEAF Shakespeare")
+needs_mnist = pytest.mark.skipif(not (MNIST / "train-images-idx3-ubyte.gz").is_file(), reason=get_shared(MNIST, "mnist"))
+needs_shakespeare = pytest.mark.skipif(not (SHAKESPEARE / "train").is_dir(),
+                                       reason=get_shared(SHAKESPEARE, "shakespeare"))
 
 
 def balanced_labels(classes: int = 10, per_class: int = 200) -> np.ndarray:
@@ -94,7 +95,7 @@ def test_dirichlet_label_skew_grows_as_alpha_falls():
 
 
 def test_dirichlet_impossible_setting_is_a_one_line_error():
-    with pytest.raises(PartitionError, match="data.partition dirichlet") as err:
+    with pytest.raises(PartitionError, match=r"data.partition dirichlet") as err:
         run("dirichlet", balanced_labels(10, 10), 90, seed=0, alpha=0.01, min_partition_size=5)
     assert "\n" not in str(err.value)
 
@@ -241,7 +242,7 @@ def test_fedgc_data_dir_env_names_the_root(tmp_path, monkeypatch):
     monkeypatch.setenv("FEDGC_DATA_DIR", str(tmp_path))
     assert len(load_central(DataConfig(dataset="mnist"), 0).train) == 20
     monkeypatch.delenv("FEDGC_DATA_DIR")
-    with pytest.raises(DataFileError, match="data.root"):
+    with pytest.raises(DataFileError, match=r"data.root"):
         load_central(DataConfig(dataset="mnist"), 0)
 
 
@@ -261,7 +262,7 @@ def test_corrupted_idx_file_is_a_one_line_error(tmp_path):
 def test_missing_idx_file_is_a_one_line_error(tmp_path):
     root = tiny_mnist(tmp_path)
     (root / "t10k-labels-idx1-ubyte.gz").unlink()
-    with pytest.raises(DataFileError, match="missing t10k-labels-idx1-ubyte.gz") as err:
+    with pytest.raises(DataFileError, match=r"missing t10k-labels-idx1-ubyte.gz") as err:
         load_federated(DataConfig(dataset="mnist", root=str(root)), 0)
     assert "\n" not in str(err.value)
 
@@ -347,7 +348,7 @@ def test_hf_dataset_without_network_fails_fast_and_clearly(monkeypatch, endpoint
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
     config = DataConfig(dataset="hf:ylecun/mnist", huggingface={"timeout_s": timeout_s})
     start = time.monotonic()
-    with pytest.raises(DataFileError, match="hf:ylecun/mnist: cannot reach .*no network") as err:
+    with pytest.raises(DataFileError, match=r"hf:ylecun/mnist: cannot reach .*no network") as err:
         load_federated(config, 0)
     assert time.monotonic() - start < timeout_s + 2.0
     assert "\n" not in str(err.value) and "HF_HUB_OFFLINE" in str(err.value)
@@ -364,9 +365,8 @@ def test_data_imports_no_flower_except_flwr_datasets():
             assert not any(n == "flwr" or n.startswith("flwr.") for n in names), f"{path} imports {names}"
 
 
+@needs_mnist
 def test_shared_data_is_not_written(tmp_path):
-    if not MNIST.is_dir():
-        pytest.skip("no shared data")
     copy = tmp_path / "m"
     shutil.copytree(MNIST, copy)
     load_mnist_dir(copy)

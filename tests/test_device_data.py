@@ -67,7 +67,7 @@ def test_a_malformed_device_file_is_a_one_line_error(tmp_path, arrays, message):
 
 def test_a_file_that_is_not_an_npz_is_a_one_line_error(tmp_path):
     (tmp_path / "train.npz").write_bytes(b"PK\x03\x04 not really a zip")
-    with pytest.raises(DataFileError, match="not a readable .npz"):
+    with pytest.raises(DataFileError, match=r"not a readable .npz"):
         load_device_data(tmp_path)
 
 
@@ -106,14 +106,14 @@ def test_export_data_writes_the_simulated_partitions(tmp_path):
     scenario_file.write_text("name: s\nrounds: 1\ndata: {dataset: digits, num_clients: 3, partition: dirichlet}\n"
                              "model: {name: mlp}\n")
     command = [sys.executable, "-m", "fedgc.export_data", str(scenario_file), "--out", str(tmp_path / "out")]
-    proc = subprocess.run(command + ["--partition", "2"], capture_output=True, text=True, check=False)
+    proc = subprocess.run([*command, "--partition", "2"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["partition-2"]
     expected = federated_data(validate({"name": "s", "rounds": 1, "model": {"name": "mlp"},
                                         "data": {"dataset": "digits", "num_clients": 3, "partition": "dirichlet"}}))
     exported = load_device_data(tmp_path / "out" / "partition-2")
     assert np.array_equal(exported.x, expected.partitions[2].x) and np.array_equal(exported.y, expected.partitions[2].y)
-    proc = subprocess.run(command + ["--partition", "3"], capture_output=True, text=True, check=False)
+    proc = subprocess.run([*command, "--partition", "3"], capture_output=True, text=True, check=False)
     assert proc.returncode == 2 and proc.stderr == "error: partition 3 out of range: the scenario has partitions 0..2\n"
 
 

@@ -201,7 +201,7 @@ def test_zeros_are_never_sent():
 
 def test_warmup_densities_follow_the_paper():
     paper = [0.25, 0.0625, 0.015625, 0.004, 0.001]
-    assert [warmup_density(r, 5, 0.001) for r in range(1, 8)] == paper + [0.001, 0.001]
+    assert [warmup_density(r, 5, 0.001) for r in range(1, 8)] == [*paper, 0.001, 0.001]
     assert [warmup_density(r, 10, 0.001) for r in range(1, 11)] == [d for d in paper for _ in range(2)]
     assert [warmup_density(r, 5, 0.01) for r in range(1, 7)] == [0.25, 0.0625, 0.015625, 0.01, 0.01, 0.01]
     assert warmup_density(1, 0, 0.001) == 0.001

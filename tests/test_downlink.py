@@ -120,7 +120,7 @@ def corrupting_app(node: int, at_round: int) -> ClientApp:
 
 def test_a_client_whose_replica_went_wrong_fails_once_then_gets_the_whole_model(tmp_path, tiny_scenario):
     tree = {**tiny_scenario, "rounds": 4, "downlink": {"name": "topk", "density": 0.05}}
-    summary, rows, _ = run(tmp_path, tree, corrupting_app(node=2, at_round=2))
+    _summary, rows, _ = run(tmp_path, tree, corrupting_app(node=2, at_round=2))
     assert [r["failed"] for r in rows] == [0, 1, 0, 0]  # fraction 1.0: every node every round
     assert 2 not in rows[1]["applied_nodes"] and 2 in rows[2]["applied_nodes"]
     assert [r["downlink_resets"] for r in rows] == [0, 0, 1, 0]  # round 3: node 2 is reset, then in sync

@@ -33,7 +33,8 @@ def spec_digest(w: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()[:16]
 
 
-@pytest.mark.parametrize("case", json.loads((DOWNLINK / "digest.json").read_text())["cases"], ids=lambda c: ",".join(c["weights"]))
+@pytest.mark.parametrize("case", json.loads((DOWNLINK / "digest.json").read_text())["cases"],
+                         ids=lambda c: ",".join(c["weights"]))
 def test_digest_recipe(case):
     w = weights(case["weights"])
     assert hashlib.sha256(bytes.fromhex(case["preimage"])).hexdigest()[:16] == case["digest"]

@@ -137,7 +137,8 @@ def simulate_with_env(tmp_path, name: str, **env: str) -> subprocess.CompletedPr
     scenario.write_text(THREADS_SCENARIO)
     environment = {k: v for k, v in os.environ.items() if k != "FEDGC_THREADS"} | env
     return subprocess.run([sys.executable, "-m", "fedgc.simulate", str(scenario), "--quiet", "--out",
-                           str(tmp_path / name)], env=environment, capture_output=True, text=True, timeout=300)
+                           str(tmp_path / name)], env=environment, capture_output=True, text=True, timeout=300,
+                          check=False)
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ names the ``fedgc fetch`` command that gets it."""
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import yaml
 
 from fedgc.data.mnist import load_mnist_dir
 from fedgc.fetch.hint import fetch_command
+from fedgc.invocation import as_invoked
 from fedgc.scenario import ScenarioError, load_scenario, load_tree, validate
 from fedgc.simulate import main
 
@@ -65,22 +67,24 @@ def test_a_yaml_syntax_error_shows_the_line_and_what_the_parser_expected(tmp_pat
 
 def test_the_fetch_command_for_a_missing_path(tmp_path, monkeypatch):
     monkeypatch.setenv("FEDGC_DATA_DIR", str(tmp_path / "data"))
-    assert fetch_command(tmp_path / "data" / "mnist") == "fedgc fetch mnist"  # the default folder: no --dir
+    fetch = as_invoked("fetch")  # fedgc fetch, as this process was started (tests/test_invocation.py)
+    assert fetch_command(tmp_path / "data" / "mnist") == f"{fetch} mnist"  # the default folder: no --dir
     assert fetch_command(tmp_path / "elsewhere" / "leaf-shakespeare") == \
-        f"fedgc fetch shakespeare --dir {tmp_path / 'elsewhere'}"
+        f"{fetch} shakespeare --dir {tmp_path / 'elsewhere'}"
     assert fetch_command(tmp_path / "t" / "traces" / "mahimahi" / "ATT-LTE-driving-2016.down") == \
-        f"fedgc fetch traces --dir {tmp_path / 't'}"
+        f"{fetch} traces --dir {tmp_path / 't'}"
     assert fetch_command(tmp_path / "data" / "fashion_mnist" / "train-images-idx3-ubyte.gz") == \
-        "fedgc fetch fashion-mnist"
+        f"{fetch} fashion-mnist"
     assert fetch_command(tmp_path / "my-own-data.npz") is None
 
 
 def test_a_missing_dataset_names_the_fetch_command(tmp_path, monkeypatch):
     monkeypatch.setenv("FEDGC_DATA_DIR", str(tmp_path))
-    with pytest.raises(ValueError, match=r"no such directory .*; get it with: fedgc fetch mnist$"):
+    fetch = re.escape(as_invoked("fetch"))
+    with pytest.raises(ValueError, match=rf"no such directory .*; get it with: {fetch} mnist$"):
         load_mnist_dir(tmp_path / "mnist")
     (tmp_path / "mnist").mkdir()
-    with pytest.raises(ValueError, match=r"missing train-images-idx3-ubyte.gz, .*; get it with: fedgc fetch mnist$"):
+    with pytest.raises(ValueError, match=rf"missing train-images-idx3-ubyte.gz, .*; get it with: {fetch} mnist$"):
         load_mnist_dir(tmp_path / "mnist")
 
 
@@ -90,7 +94,7 @@ def test_a_missing_trace_names_the_fetch_command_on_the_command_line(tmp_path, m
                        "link": {"name": "trace", "down": ["ATT-LTE-driving-2016.down"]}}
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(tree))
-    with pytest.raises(ScenarioError, match=r"no such file; get it with: fedgc fetch traces --dir "):
+    with pytest.raises(ScenarioError, match=rf"no such file; get it with: {re.escape(as_invoked('fetch'))} traces --dir "):
         load_scenario(path)
     assert main([str(path), "--check"]) == 2
-    assert capsys.readouterr().err.strip().endswith(f"get it with: fedgc fetch traces --dir {tmp_path}")
+    assert capsys.readouterr().err.strip().endswith(f"get it with: {as_invoked('fetch')} traces --dir {tmp_path}")

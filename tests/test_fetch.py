@@ -20,7 +20,7 @@ from fedgc.fetch import main
 from fedgc.fetch.catalog import load_entries
 from fedgc.paths import user_cache_dir
 from fedgc.scenario import load_tree
-from tests.conftest import REPO, shared_dir
+from tests.conftest import REPO, get_shared, shared_dir
 
 FEDGC = Path(sys.executable).with_name("fedgc")
 OFFICIAL_FASHION_MD5 = {  # zalandoresearch/fashion-mnist README.md, "Get the Data"
@@ -35,7 +35,7 @@ def make_mirror(root: Path) -> Path:
     """A mirror laid out like the data directory, pointing at the shared folder (skip if there is none)."""
     shared = shared_dir()
     if not (shared / "traces").is_dir() or not (shared / "data" / "mnist").is_dir():
-        pytest.skip(f"shared folder not found at {shared} (set FEDGC_SHARED_DIR)")
+        pytest.skip(get_shared(shared, "mnist shakespeare traces"))
     root.mkdir(parents=True)
     for name, target in (("mnist", shared / "data" / "mnist"), ("leaf-shakespeare", shared / "data" / "leaf-shakespeare"),
                          ("traces", shared / "traces")):
@@ -128,7 +128,8 @@ def test_a_corrupted_local_file_is_downloaded_again(mirror, tmp_path, capsys):
     (data / "mnist" / "t10k-labels-idx1-ubyte.gz").write_bytes(b"not mnist")
     assert main(["mnist", "--dir", str(data), "--mirror", mirror.as_uri()]) == 0
     assert "mnist: 4 downloaded" in capsys.readouterr().out
-    assert (data / "mnist" / "t10k-labels-idx1-ubyte.gz").read_bytes() == (mirror / "mnist" / "t10k-labels-idx1-ubyte.gz").read_bytes()
+    labels = Path("mnist") / "t10k-labels-idx1-ubyte.gz"
+    assert (data / labels).read_bytes() == (mirror / labels).read_bytes()
 
 
 def test_fashion_mnist_is_checked_against_the_published_md5s(tmp_path):
@@ -148,7 +149,7 @@ def test_fashion_mnist_is_checked_against_the_published_md5s(tmp_path):
 def test_every_shared_trace_file_is_listed_with_its_sha256():
     shared = shared_dir() / "traces"
     if not shared.is_dir():
-        pytest.skip(f"shared traces not found at {shared} (set FEDGC_SHARED_DIR)")
+        pytest.skip(get_shared(shared, "traces"))
     listed = {e.path: e for e in load_entries() if e.item == "traces"}
     on_disk = {"traces/" + p.relative_to(shared).as_posix(): p for p in shared.rglob("*")
                if p.is_file() and p.name != "PROVENANCE.md"}

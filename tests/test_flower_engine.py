@@ -19,10 +19,10 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 import uuid
 
 import pytest
-import tomllib
 import yaml
 
 from fedgc.engines import run_flower, run_inline
@@ -186,7 +186,7 @@ def test_an_interrupted_flower_run_leaves_no_process_and_stops_writing(tmp_path,
     # (and Python then keeps ignoring it), which is not the Ctrl-C this test is about.
     proc = subprocess.Popen([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(out), "--quiet"],
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509 — no threads fork here
     metrics = out / "metrics.jsonl"
     try:
         deadline = time.monotonic() + 240

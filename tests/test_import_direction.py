@@ -10,15 +10,18 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "fedgc"
-FLOWER_FREE = ["scenario_errors.py", "sweep_jobs.py", "compress", "network", "data", "models", "wire", "core", "training.py", "server_optim.py",
-               "metrics.py", "scenario.py", "plots", "progress.py", "run_reports.py", "sweep_runner.py", "sweep_plan.py", "simulate.py",
+FLOWER_FREE = ["scenario_errors.py", "sweep_jobs.py", "compress", "network", "data", "models", "wire", "core",
+               "training.py", "server_optim.py", "metrics.py", "scenario.py", "plots", "progress.py", "run_reports.py",
+               "sweep_runner.py", "sweep_plan.py", "simulate.py",
                "api", "extensions.py", "import_paths.py", "options.py", "aggregators.py", "__init__.py", "scenario_sections.py",
                "check.py", "run_folder.py", "yaml12.py", "execution", "fetch", "paths.py", "process_tree.py",
-               "process_guard.py", "runtime_record.py", "bounded.py", "readiness.py", "temporary_folders.py"]
+               "process_guard.py", "runtime_record.py", "bounded.py", "readiness.py", "temporary_folders.py",
+               "builtin_scenarios.py", "errors.py", "invocation.py"]
 # Inside the core: which fedgc packages each leaf may import besides itself (nothing else of fedgc).
 # fedgc.fetch.hint: the ``fedgc fetch`` command a missing data set or trace names (it reads only
-# fetch's own file list, fedgc/fetch/files.tsv).
-LEAVES = {"compress": set(), "network": {"fedgc.bounded", "fedgc.fetch.hint"}, "data": {"fedgc.fetch.hint"},
+# fetch's own file list, fedgc/fetch/files.tsv). fedgc.errors: the base of the user errors (imports nothing).
+LEAVES = {"compress": set(), "network": {"fedgc.bounded", "fedgc.fetch.hint"},
+          "data": {"fedgc.fetch.hint", "fedgc.errors"},
           "models": set(), "wire": {"fedgc.compress"}}
 
 

@@ -89,10 +89,10 @@ def _an_edge_path(graph: dict[str, set[str]], component: list[str]) -> str:
         nxt = sorted(m for m in graph[path[-1]] if m in inside)
         back = [m for m in nxt if m == start]
         if back and len(path) > 1:
-            return " → ".join(path + [start])
+            return " → ".join([*path, start])
         step = next((m for m in nxt if m not in seen), None)
         if step is None:
-            return " → ".join(path + [nxt[0]])
+            return " → ".join([*path, nxt[0]])
         path.append(step)
         seen.add(step)
 

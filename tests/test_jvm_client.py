@@ -338,7 +338,8 @@ def test_jvm_supernode_answers_a_flower_serverapp(jar, tmp_path):
     try:
         # The node starts first: it must retry (with back-off) until the SuperLink is up.
         node = ManagedProcess(["java", "-jar", str(jar), "--superlink", f"127.0.0.1:{port}", "--insecure",
-                               "--node-config", NODE_CONFIG, "--handler", "fedgc.supernode.EchoHandler"], logs / "jvm-supernode.log", env)
+                               "--node-config", NODE_CONFIG, "--handler", "fedgc.supernode.EchoHandler"],
+                              logs / "jvm-supernode.log", env)
         processes.append(node)
         deadline = time.monotonic() + 30
         while "Connection attempt failed" not in node.log_tail(5):

@@ -3,8 +3,8 @@
 The same vectors as fedgc's Python ClientApp's suite (``tests/test_client_message_hostile.py``: the
 base message is that suite's — ``mlp`` on digits, DGC, partition 0 of 4 — and each vector changes
 one key of ``client-config`` or ``config``; the ``epochs`` ones also remove ``local-steps``) go
-through ``FedgcHandler.handle`` in one JVM (``fedgc.client.MessageVectorCheck``, a fresh handler and no stored state per vector, the heap
-capped at 200 MB): each must end in an error reply whose reason starts with the vector's code from
+through ``FedgcHandler.handle`` in one JVM (``fedgc.client.MessageVectorCheck``, a fresh handler and no stored
+state per vector, the heap capped at 200 MB): each must end in an error reply whose reason starts with the vector's code from
 docs/client-protocol.md ("What a client refuses"), or in a correct reply (``update`` and
 ``metrics``), each within 5 s — never an exception, a hang or an allocation failure.
 

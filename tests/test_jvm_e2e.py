@@ -3,11 +3,12 @@
 data) and one JVM SuperNode holding partition 2 from its own ``train.npz`` (written by ``fedgc
 export-data``), the repository submitted with ``flwr run``. DGC uploads, top-k compressed downloads.
 
-- Insecure, ``scenarios/jvm_phones.yaml`` (3 of its rounds), the client built on protoc's ``lite`` output (``fedgc-client-lite.jar``, what Android's
-  protobuf-javalite runs): three rounds; every update of the JVM node is applied (none rejected, none failed), its
-  node is in every round's ``applied_nodes``, its downloads after the first (a reset: it announces
-  ``no-replica``) are compressed differences it rebuilds and digest-checks, and accuracy rises; the
-  checkpoint after round 2 holds its state (``query.state``), its replica equal to the server's.
+- Insecure, ``scenarios/jvm_phones.yaml`` (3 of its rounds), the client built on protoc's ``lite`` output
+  (``fedgc-client-lite.jar``, what Android's protobuf-javalite runs): three rounds; every update of the JVM
+  node is applied (none rejected, none failed), its node is in every round's ``applied_nodes``, its
+  downloads after the first (a reset: it announces ``no-replica``) are compressed differences it rebuilds
+  and digest-checks, and accuracy rises; the checkpoint after round 2 holds its state (``query.state``),
+  its replica equal to the server's.
 - TLS + SuperNode authentication, with a crash: every node's key registered with ``flwr supernode
   register``; a JVM node with an unregistered key is refused. The JVM node is SIGKILLed in round 2
   after it trained, compressed and saved its state but before its reply left (``LedgerHandler``,

@@ -312,7 +312,8 @@ def measure_connections(tmp_path: Path, app: Path, tls: bool, jar_path: Path = J
     connections, calls = proxy.count(start, end)
     lifetime = proxy.count()
     figures = {
-        "tls": tls, "jar": jar_path.name, "keep_alive": keep_alive, "poll_s": poll_s, "rounds": rounds, "rounds_s": round(end - start, 1),
+        "tls": tls, "jar": jar_path.name, "keep_alive": keep_alive, "poll_s": poll_s, "rounds": rounds,
+        "rounds_s": round(end - start, 1),
         "connections_per_round": round(connections / rounds, 1),
         "idle_connections_per_min": round(idle[0] * 60 / idle_s, 1),
         "node_connections": lifetime[0],
@@ -328,7 +329,7 @@ def log_time(line: str) -> float:
     """The ``time.time()`` of a JVM log line (``HH:MM:SS.mmm`` of today, this machine's local time)."""
     import datetime
 
-    clock = datetime.datetime.strptime(line.split()[0], "%H:%M:%S.%f").time()
+    clock = datetime.datetime.strptime(line.split(maxsplit=1)[0], "%H:%M:%S.%f").time()
     return datetime.datetime.combine(datetime.date.today(), clock).timestamp()
 
 

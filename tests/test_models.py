@@ -63,7 +63,7 @@ def test_options_are_validated_in_one_line():
     assert validate_model_options("char_lstm", {"hidden_size": 128})["hidden_size"] == 128
     with pytest.raises(ValueError, match=r"options.norm: .*\(model resnet20\)"):
         validate_model_options("resnet20", {"norm": "layer"})
-    with pytest.raises(ValueError, match="options.depth: unknown key"):
+    with pytest.raises(ValueError, match=r"options.depth: unknown key"):
         validate_model_options("mnist_cnn", {"depth": 3})
     with pytest.raises(ValueError, match="unknown model"):
         validate_model_options("vgg", {})

@@ -79,7 +79,8 @@ def test_the_flat_form_and_the_tagged_form_are_one_network(shared_dir):
               "trace_dir": folder, "device": {"name": "tier", "tier": "mixed"},
               "availability": {"name": "exponential", "mean_on_s": 1200},
               "protocol": {"name": "flower", "reply_poll_s": 3}}
-    assert validate({"name": "net", "rounds": 1, "network": flat}).network == validate({"name": "net", "rounds": 1, "network": tagged}).network
+    assert (validate({"name": "net", "rounds": 1, "network": flat}).network
+            == validate({"name": "net", "rounds": 1, "network": tagged}).network)
     resolved = validate({"name": "net", "rounds": 1, "network": tagged}).network.model_dump(mode="json")
     assert NetworkConfig.model_validate(resolved, strict=True).model_dump(mode="json") == resolved
     assert resolved["link"]["name"] == "trace" and "trace_down" not in resolved

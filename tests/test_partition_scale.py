@@ -14,7 +14,7 @@ from fedgc.data.partition import PARTITIONERS, PartitionError
 from fedgc.data.partition.base import INDEX, draw_seed, run_partitioner
 from fedgc.data.partition.dirichlet import dirichlet
 from fedgc.data.synthetic import generate_synthetic
-from tests.conftest import shared_dir
+from tests.conftest import get_shared, shared_dir
 
 
 def flwr_dirichlet(labels, num_clients, rng, alpha, minimum):
@@ -32,7 +32,7 @@ def mnist_labels() -> np.ndarray:
     """MNIST's 60,000 train labels, read once for the module (the ``mnist_root`` fixture's files)."""
     root = shared_dir() / "data" / "mnist"
     if not (root / "train-images-idx3-ubyte.gz").is_file():
-        pytest.skip(f"MNIST files not found under {root} (set FEDGC_SHARED_DIR)")
+        pytest.skip(get_shared(root, "mnist"))
     return load_mnist_dir(root).train.y
 
 
@@ -158,7 +158,7 @@ def test_uncapped_synthetic_is_the_papers_and_a_cap_bounds_every_device():
 
 
 def test_synthetic_bounds():
-    with pytest.raises(ValidationError, match="at most 1,000 for dataset synthetic.*max_samples_per_device"):
+    with pytest.raises(ValidationError, match=r"at most 1,000 for dataset synthetic.*max_samples_per_device"):
         DataConfig(dataset="synthetic", num_clients=5_000)
     assert DataConfig(dataset="synthetic", num_clients=100_000, synthetic={"max_samples_per_device": 50})
     with pytest.raises(ValidationError, match="less than or equal to 100000"):

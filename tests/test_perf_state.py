@@ -103,7 +103,8 @@ def test_state_arrays_are_the_bytes_flower_writes(array):
     from fedgc.flower.client_state import _array, _tensor
 
     fast, flower = _array(array), Array(np.ascontiguousarray(array) if array.ndim else array)
-    assert (fast.data, fast.dtype, tuple(fast.shape), fast.stype) == (flower.data, flower.dtype, tuple(flower.shape), flower.stype)
+    assert ((fast.data, fast.dtype, tuple(fast.shape), fast.stype)
+            == (flower.data, flower.dtype, tuple(flower.shape), flower.stype))
     for stored in (fast, flower):
         back = _tensor(stored)
         assert back.shape == array.shape and np.array_equal(back.numpy(), array)

@@ -63,7 +63,7 @@ def test_only_allowed_classes_are_written_or_rebuilt():
         to_plain({"env": simpy.Environment()})
     for name in ("os:system", "builtins:eval", "fedgc.network:os", "fedgc.networkx.evil:Thing",
                  "fedgc.network.timeline:simpy.Environment", "fedgc.network.timeline:np"):
-        with pytest.raises(PlainStateError, match="allowed|does not exist"):
+        with pytest.raises(PlainStateError, match=r"allowed|does not exist"):
             from_plain({"__fedgc__": "object", "id": 0, "class": name, "dict": {}})
     with pytest.raises(PlainStateError, match="unknown random generator"):
         from_plain({"__fedgc__": "generator", "state": {"bit_generator": "os.system"}})

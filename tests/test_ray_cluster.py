@@ -70,7 +70,7 @@ def test_ray_keys_only_apply_to_the_flower_engine(tiny_scenario):
     with pytest.raises((ScenarioError, ValueError), match="ray: only applies to engine: flower"):
         validate(dict(tiny_scenario, ray={"address": "127.0.0.1:6379"}))
     for bad in ("127.0.0.1", "http://x:1", "a b:1", "x:123456"):
-        with pytest.raises((ScenarioError, ValueError), match="ray.address"):
+        with pytest.raises((ScenarioError, ValueError), match=r"ray.address"):
             validate(dict(tiny_scenario, engine="flower", ray={"address": bad}))
     assert validate(dict(tiny_scenario, engine="flower", ray={"address": "auto", "client_cpus": 3})).ray.client_cpus == 3
 

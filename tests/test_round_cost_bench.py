@@ -11,17 +11,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import get_shared
+
 REPO = Path(__file__).resolve().parents[1]
-KEYS = {"round_s", "bare_s", "round_over_bare", "overhead_ms_per_client", "startup_s", "clients_per_round",
+KEYS = {"round_s", "bare_s", "round_over_bare", "overhead_ms_per_client", "startup_s", "first_round_s", "clients_per_round",
         "execution", "split_s"}
 
 
 @pytest.mark.slow
 def test_round_cost_prints_one_entry_per_workload(mnist_root, shared_dir, tmp_path):
     if not (shared_dir / "data" / "leaf-shakespeare").is_dir():
-        pytest.skip(f"LEAF Shakespeare not found under {shared_dir}/data (set FEDGC_SHARED_DIR)")
+        pytest.skip(get_shared(shared_dir / "data" / "leaf-shakespeare", "shakespeare"))
     doc = tmp_path / "performance.md"
-    doc.write_text("# Performance\n\nText before.\n<!-- round_cost:tiny:begin -->\nold\n<!-- round_cost:tiny:end -->\nText after.\n")
+    doc.write_text("# Performance\n\nText before.\n<!-- round_cost:tiny:begin -->\nold\n<!-- round_cost:tiny:end -->\n"
+                   "Text after.\n")
     proc = subprocess.run([sys.executable, "bench/round_cost.py", "--tiny", "--rounds", "1", "--write", "tiny",
                            "--doc", str(doc)], cwd=REPO,
                           env={**os.environ, "FEDGC_SHARED_DIR": str(shared_dir), "OMP_NUM_THREADS": "1"},

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fedgc.scenario import load_tree, validate
-from tests.conftest import REPO, shared_dir
+from tests.conftest import REPO, get_shared, shared_dir
 
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))
 
@@ -27,7 +27,7 @@ def rebased_tree(path: Path) -> dict:
     tree = load_tree(path)
     trace_dir = tree.get("network", {}).get("trace_dir")
     if trace_dir is not None and not Path(trace_dir).is_dir():
-        pytest.skip(f"shared traces not found at {trace_dir} (set FEDGC_SHARED_DIR)")
+        pytest.skip(get_shared(trace_dir, "traces"))
     return tree
 
 
@@ -78,7 +78,7 @@ def test_bundled_paths_follow_the_data_directory(monkeypatch, tmp_path):
     """FEDGC_DATA_DIR, else FEDGC_SHARED_DIR, else the user cache if it holds the file, else ../shared."""
     checkout_shared = REPO.parent / "shared"
     if not (checkout_shared / "traces" / "mahimahi").is_dir() or not (checkout_shared / "data" / "mnist").is_dir():
-        pytest.skip(f"no shared folder next to the repository ({checkout_shared})")
+        pytest.skip(get_shared(checkout_shared, "mnist traces", shared=checkout_shared))
     for name in ("FEDGC_DATA_DIR", "FEDGC_TRACE_DIR", "FEDGC_SHARED_DIR"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(sys, "platform", "linux")

@@ -133,8 +133,8 @@ def test_two_runs_of_the_same_seed_are_refused_unless_allowed(capsys, seeds_dir,
                           "count one result twice")
     code, out, err = report(capsys, seeds_dir, tmp_path / "again", "--allow-duplicate-seeds", "--format", "json")
     assert code == 0 and json.loads(out)[0]["n"] == 4
-    assert err == "warning: seed=1 and again are the same scenario with the same seed 1; averaged as separate " \
-                  "runs (--allow-duplicate-seeds)\n"
+    assert err == ("warning: seed=1 and again are the same scenario with the same seed 1; averaged as separate "
+                   "runs (--allow-duplicate-seeds)\n")
 
 
 @pytest.mark.slow

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import get_shared, shared_dir
+
 BENCH = Path(__file__).resolve().parents[1] / "bench"
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = shared_dir()
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +89,7 @@ def test_aggregate_render_and_json(bench):
 
 
 @pytest.mark.skipif(not (SHARED / "traces" / "mahimahi").is_dir() or not (SHARED / "traces" / "pensieve").is_dir(),
-                    reason="needs ../shared/traces")
+                    reason=get_shared(SHARED / "traces", "traces"))
 def test_replay_clock_is_deterministic_and_slower_on_3g(bench, monkeypatch):
     monkeypatch.setenv("FEDGC_DATA_DIR", str(SHARED / "data"))
     monkeypatch.setenv("FEDGC_TRACE_DIR", str(SHARED / "traces"))

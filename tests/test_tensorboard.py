@@ -24,7 +24,7 @@ def test_tensorboard_events_hold_every_round_at_its_simulated_time(tmp_path, tin
     tags = set(events.Tags()["scalars"])
     assert {"accuracy", "loss", "MB/up", "MB/down", "MB/total", "round/duration_s", "clients/completed",
             "clients/late", "clients/cut", "clients/discarded", "density/achieved"} <= tags
-    accuracy = [e for e in events.Scalars("accuracy")]
+    accuracy = list(events.Scalars("accuracy"))
     assert [e.step for e in accuracy] == [1, 2, 3]
     assert [round(e.value, 6) for e in accuracy] == [round(r["accuracy"], 6) for r in rows]
     assert [e.wall_time for e in accuracy] == pytest.approx([r["sim_end_s"] for r in rows])

@@ -169,7 +169,7 @@ def test_norm_bounding_limits_a_huge_but_finite_update():
     strategy = make_strategy(clip_update_norm=1.0)
     messages = start_round(strategy)
     huge = encode_update({"w": DensePayload(torch.full((20,), 1e6), (4, 5)), "b": DensePayload(torch.zeros(5), (5,))})
-    result, stats = aggregate(strategy, [reply(messages[1], huge)])
+    result, _stats = aggregate(strategy, [reply(messages[1], huge)])
     assert torch.linalg.vector_norm(result["w"]) == pytest.approx(1.0, rel=1e-5)
 
 

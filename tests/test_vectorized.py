@@ -193,7 +193,7 @@ def test_the_executors_import_without_flower():
             "import fedgc.execution, fedgc.execution.vectorized\n"
             "assert not any(m == 'flwr' or m.startswith(('flwr.', 'fedgc.flower')) for m in sys.modules"
             " if sys.modules[m] is not None), 'flower was imported'\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
 
 

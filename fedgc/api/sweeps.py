@@ -23,11 +23,20 @@ def _result(run: Run, label: str) -> RunResult:
 
 
 def _labels(runs: Sequence[Run]) -> list[str]:
+    """The runs' names in the table: their folders' (told apart as ``fedgc report`` does); for runs kept
+    in memory their ``label`` (a sweep point's ``KEY=VALUE,...``, as its folder would be named), a
+    label two runs share numbered ``-1``, ``-2``... ."""
     from fedgc.run_reports import unique_labels
 
     if all(r.out_dir is not None for r in runs):
         return unique_labels([r.out_dir for r in runs])
-    return [f"{r.scenario.name}-{i}" for i, r in enumerate(runs, start=1)]
+    labels = [r.label or r.scenario.name for r in runs]
+    seen: dict[str, int] = {}
+    numbered = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        numbered.append(f"{label}-{seen[label]}" if labels.count(label) > 1 else label)
+    return numbered
 
 
 def table(runs: Sequence[Run], fmt: str = "md") -> str:

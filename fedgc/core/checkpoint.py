@@ -31,12 +31,19 @@ import hashlib
 import io
 import os
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import torch
 
 from fedgc.bounded import open_no_follow, os_error_behind, replace_no_follow
 from fedgc.core.plain_state import PlainStateError, from_plain, to_plain
+from fedgc.errors import FedgcError
 from fedgc.run_folder import CHECKPOINT
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer, WriteableBuffer
+
+    from fedgc.scenario import Scenario
 
 # 1: pickled objects; 2: one flat record of every part's fields; 3: {part: part.state_dict()};
 # 4: 3 behind a header line with the SHA-256 of the rest.
@@ -49,7 +56,7 @@ HEADER_BYTES = len(MAGIC) + 64 + 1  # magic, hex digest, newline
 class _Offset(io.RawIOBase):
     """``f`` seen from byte ``start`` on, so ``torch.save``/``torch.load`` see a file of their own."""
 
-    def __init__(self, f, start: int) -> None:
+    def __init__(self, f: io.BufferedIOBase, start: int) -> None:
         self.f, self.start = f, start
         f.seek(start)
 
@@ -65,10 +72,10 @@ class _Offset(io.RawIOBase):
     def read(self, n: int = -1) -> bytes:
         return self.f.read(n)
 
-    def readinto(self, buffer) -> int:
+    def readinto(self, buffer: WriteableBuffer) -> int:
         return self.f.readinto(buffer)
 
-    def write(self, data) -> int:
+    def write(self, data: ReadableBuffer) -> int:
         return self.f.write(data)
 
     def seek(self, pos: int, whence: int = 0) -> int:
@@ -81,7 +88,7 @@ class _Offset(io.RawIOBase):
         self.f.flush()
 
 
-def _digest_from(f, start: int) -> str:
+def _digest_from(f: io.BufferedIOBase, start: int) -> str:
     f.seek(start)
     h = hashlib.sha256()
     while chunk := f.read(1 << 20):
@@ -90,7 +97,7 @@ def _digest_from(f, start: int) -> str:
 PARTS = ("run", "strategy", "optimizer", "network", "downlink", "transport")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(FedgcError, ValueError):
     """A run folder cannot be resumed; ``str(err)`` is one line."""
 
 
@@ -104,27 +111,27 @@ class StateFileError(ValueError):
     checkpoint's)."""
 
 
-def run_state(rounds_done: int, metrics_rows: int, weights: dict[str, torch.Tensor]) -> dict:
+def run_state(rounds_done: int, metrics_rows: int, weights: dict[str, torch.Tensor]) -> dict[str, object]:
     """The run's own part: rounds completed, rows of metrics.jsonl up to the checkpoint (a retried
     round has a row per attempt) and the global model then."""
     return {"round": rounds_done, "metrics_rows": metrics_rows, "weights": dict(weights)}
 
 
-def save(run_dir: Path, state: dict[str, dict | None], scenario: dict) -> Path:
+def save(run_dir: Path, state: dict[str, dict[str, Any] | None], scenario: dict[str, object]) -> Path:
     """``state``: ``{part: state_dict}`` for every name in ``PARTS``; ``scenario``:
     ``resume_check.scenario_record(...)`` of the run's scenario."""
     payload = {"format": FORMAT_VERSION, "scenario": scenario, "state": to_plain(state)}
     return write_file(run_dir / CHECKPOINT, payload)
 
 
-def write_file(path: Path, payload: dict) -> Path:
+def write_file(path: Path, payload: dict[str, object]) -> Path:
     """``payload`` into ``path`` behind its digest header: written to ``path.tmp``, flushed and renamed
     over ``path``; a failed write is one line and leaves ``path`` as it was."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open_no_follow(tmp, "w+b") as f:  # never through a link planted in the run folder
             f.write(MAGIC + b"0" * 64 + b"\n")
-            torch.save(payload, _Offset(f, HEADER_BYTES))
+            torch.save(payload, cast(IO[bytes], _Offset(f, HEADER_BYTES)))
             f.flush()
             digest = _digest_from(f, HEADER_BYTES)
             f.seek(len(MAGIC))
@@ -135,7 +142,7 @@ def write_file(path: Path, payload: dict) -> Path:
     except (OSError, RuntimeError) as err:
         tmp.unlink(missing_ok=True)
         failed = err if isinstance(err, OSError) and err.errno else os_error_behind(err)  # torch's own text hides it
-        why = os.strerror(failed.errno) if failed is not None else str(err).splitlines()[0][:120]
+        why = os.strerror(failed.errno) if failed is not None and failed.errno else str(err).splitlines()[0][:120]
         raise CheckpointWriteError(f"{path}: cannot write the checkpoint ({why}); the previous checkpoint, if any, "
                                    "is kept") from None
     return path
@@ -155,10 +162,10 @@ def read_file(path: Path, *, weights_only: bool = True) -> tuple[object, bool]:
         saved = header[len(MAGIC):-1].decode(errors="replace")
         if len(header) != HEADER_BYTES or header[-1:] != b"\n" or _digest_from(f, HEADER_BYTES) != saved:
             raise DigestMismatch(str(path))
-        return torch.load(_Offset(f, HEADER_BYTES), weights_only=weights_only), True
+        return torch.load(cast(IO[bytes], _Offset(f, HEADER_BYTES)), weights_only=weights_only), True
 
 
-def load(run_dir: Path) -> tuple[dict, dict]:
+def load(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """The checkpoint's ``{part: state}`` and the scenario record it was written for. Read with
     ``weights_only=True``: a file holding anything but plain data is refused, and nothing in it runs."""
     path = run_dir / CHECKPOINT
@@ -176,7 +183,7 @@ def load(run_dir: Path) -> tuple[dict, dict]:
                                   "unread: it is damaged, or holds objects whose loading could run code)") from None
         raise CheckpointError(f"--resume {run_dir}: {CHECKPOINT} is unreadable ({type(err).__name__})") from None
     version = payload.get("format") if isinstance(payload, dict) else None
-    if version not in READABLE_FORMATS or (version == FORMAT_VERSION) != has_digest:
+    if not isinstance(payload, dict) or version not in READABLE_FORMATS or (version == FORMAT_VERSION) != has_digest:
         raise CheckpointError(f"--resume {run_dir}: {CHECKPOINT} has format {version!r}, this fedgc reads "
                               f"formats {' and '.join(map(str, READABLE_FORMATS))} only (start the run again)")
     try:
@@ -194,7 +201,7 @@ def load(run_dir: Path) -> tuple[dict, dict]:
     return state, scenario
 
 
-def resumable(run_dir: Path, scenario) -> dict:
+def resumable(run_dir: Path, scenario: Scenario) -> dict[str, Any]:
     """The checkpoint's state, once it is known to belong to ``scenario`` (else one-line ``CheckpointError``)."""
     from fedgc.core.resume_check import refusal
 
@@ -227,7 +234,7 @@ def _buffers_fit(buffers: object, shapes: dict[str, tuple[int, ...]]) -> bool:
         and tuple(b.shape) == tuple(shapes[k.partition("/")[2]]) for k, b in buffers.items())
 
 
-def restore(state: dict, parts: dict, shapes: dict[str, tuple[int, ...]]) -> None:
+def restore(state: dict[str, Any], parts: dict[str, Any], shapes: dict[str, tuple[int, ...]]) -> None:
     """Load every part's state into a freshly built run (``parts``: ``{name: object with
     load_state_dict}``, None for a part the run does not have); one ``CheckpointError`` line if it
     does not fit."""
@@ -252,5 +259,6 @@ def restore(state: dict, parts: dict, shapes: dict[str, tuple[int, ...]]) -> Non
         except StateFileError as err:
             raise CheckpointError(str(err).splitlines()[0] if str(err) else type(err).__name__) from None
         except Exception as err:  # noqa: BLE001 — a state that does not fit (a garbage RNG state...) is one line
-            why = str(err).splitlines()[0] if isinstance(err, ValueError) and str(err) else "its saved state does not fit this run"
+            why = (str(err).splitlines()[0] if isinstance(err, ValueError) and str(err)
+                   else "its saved state does not fit this run")
             raise CheckpointError(f"{CHECKPOINT} is malformed ({name}: {why})") from None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 from collections import Counter
+from typing import Any, TypeGuard
 
 import numpy as np
 import torch
@@ -28,11 +29,11 @@ class PlainStateError(ValueError):
     """State that cannot be written or read as plain data; ``str(err)`` is one line."""
 
 
-def _allowed(cls: type) -> bool:
+def _allowed(cls: object) -> TypeGuard[type]:
     return isinstance(cls, type) and cls.__module__.startswith(ALLOWED_MODULES)
 
 
-def to_plain(value, _memo: dict | None = None):
+def to_plain(value: object, _memo: dict[int, tuple[int, object]] | None = None) -> Any:
     memo = {} if _memo is None else _memo
     if value is None or isinstance(value, (bool, str, bytes)):
         return value
@@ -81,7 +82,7 @@ def _class(name: object) -> type:
     if not module.startswith(ALLOWED_MODULES) or not qualname:
         raise PlainStateError(f"the checkpoint names class {name!r}, which is not allowed")
     try:
-        obj = importlib.import_module(module)
+        obj: object = importlib.import_module(module)
         for part in qualname.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError):
@@ -91,9 +92,9 @@ def _class(name: object) -> type:
     return obj
 
 
-def _generator(state) -> np.random.Generator:
+def _generator(state: object) -> np.random.Generator:
     name = state.get("bit_generator") if isinstance(state, dict) else None
-    if name not in BIT_GENERATORS:
+    if not isinstance(state, dict) or name not in BIT_GENERATORS:
         raise PlainStateError(f"the checkpoint holds an unknown random generator {name!r}")
     bit_generator = BIT_GENERATORS[name]()
     try:
@@ -103,7 +104,7 @@ def _generator(state) -> np.random.Generator:
     return np.random.Generator(bit_generator)
 
 
-def from_plain(value, _memo: dict | None = None):
+def from_plain(value: object, _memo: dict[object, object] | None = None) -> Any:
     memo = {} if _memo is None else _memo
     if isinstance(value, list):
         return [from_plain(v, memo) for v in value]
@@ -127,7 +128,7 @@ def from_plain(value, _memo: dict | None = None):
             return memo[value["id"]]
         if kind == "object":
             cls = _class(value["class"])
-            obj = object.__new__(cls)
+            obj: object = object.__new__(cls)
             memo[value["id"]] = obj
             fields = from_plain(value["dict"], memo)
             if not isinstance(fields, dict) or not all(isinstance(k, str) for k in fields):

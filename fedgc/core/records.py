@@ -43,7 +43,7 @@ class AggregationStats:
 
     received: int = 0
     applied_nodes: list[int] = field(default_factory=list)
-    rejected: Counter = field(default_factory=Counter)
+    rejected: Counter[str] = field(default_factory=Counter)
     rejected_nodes: dict[int, str] = field(default_factory=dict)  # node -> reason (a node's first rejected reply)
     train_loss: float | None = None
     achieved_density: float | None = None
@@ -70,6 +70,13 @@ def idle_reason(rows: list[RoundRecord], limit: int) -> str | None:
             f"{what}); see strategy.max_idle_rounds")
 
 
+def _reached(time: float | None) -> float:
+    """A completed client's time of a phase: a completed client reached every phase."""
+    if time is None:
+        raise ValueError("a completed client is missing the time of a phase")
+    return time
+
+
 def _mean(values: list[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
@@ -91,9 +98,9 @@ def round_record(server_round: int, attempt: int, stats: AggregationStats, traff
         record.bytes_down, record.bytes_up = traffic.bytes_down, traffic.bytes_up
         record.dense_bytes_up = dense_bytes * record.completed
         done = [t for t in timeline.timings if t.status == "completed"]
-        record.mean_download_s = _mean([t.downloaded - t.start for t in done])
-        record.mean_compute_s = _mean([t.computed - t.downloaded for t in done])
-        uploads = [t.uploaded - t.computed for t in done]
+        record.mean_download_s = _mean([_reached(t.downloaded) - t.start for t in done])
+        record.mean_compute_s = _mean([_reached(t.computed) - _reached(t.downloaded) for t in done])
+        uploads = [_reached(t.uploaded) - _reached(t.computed) for t in done]
         record.mean_upload_s, record.max_upload_s = _mean(uploads), (max(uploads) if uploads else None)
         record.client_upload_bytes = [traffic.upload_bytes[t.node_id] for t in done]
         record.client_upload_s = uploads

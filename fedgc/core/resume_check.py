@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
-from fedgc.scenario import Scenario, ScenarioError, validate
+from fedgc.scenario import Scenario, validate
+from fedgc.scenario_errors import ScenarioError
 
 RESUMABLE = ("rounds", "checkpoint_every", "eval.target_accuracy")
 
 
-def flat_fields(tree: dict, prefix: str = "") -> dict[str, object]:
+def flat_fields(tree: dict[str, object], prefix: str = "") -> dict[str, object]:
     """``{"a": {"b": 1}}`` → ``{"a.b": 1}``; lists and scalars are leaves."""
     out: dict[str, object] = {}
     for key, value in tree.items():
@@ -38,7 +40,7 @@ def fingerprint(fields: dict[str, object]) -> str:
     return hashlib.sha256(json.dumps(fixed, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def scenario_record(scenario: Scenario) -> dict:
+def scenario_record(scenario: Scenario) -> dict[str, Any]:
     """What a checkpoint stores about its scenario (plain data)."""
     fields = flat_fields(scenario.model_dump(mode="json"))
     return {"fingerprint": fingerprint(fields), "fields": fields, "rounds": scenario.rounds}
@@ -47,7 +49,7 @@ def scenario_record(scenario: Scenario) -> dict:
 def in_todays_form(fields: dict[str, object]) -> dict[str, object] | None:
     """A checkpoint's fields read with today's schema (a checkpoint written before the network's tagged
     sections lists ``network.trace_down``, today's ``network.link.down``); None when they do not validate."""
-    tree: dict = {}
+    tree: dict[str, Any] = {}
     for dotted, value in fields.items():
         *sections, key = dotted.split(".")
         node = tree
@@ -62,10 +64,11 @@ def in_todays_form(fields: dict[str, object]) -> dict[str, object] | None:
         return None
 
 
-def refusal(record: dict, scenario: Scenario, checkpoint_round: int) -> str | None:
+def refusal(record: dict[str, Any], scenario: Scenario, checkpoint_round: int) -> str | None:
     """Why ``scenario`` cannot resume from a checkpoint written with ``record``, or None when it can."""
     now = scenario_record(scenario)
-    saved = record.get("fields") if isinstance(record.get("fields"), dict) else {}
+    fields = record.get("fields")
+    saved: dict[str, object] = fields if isinstance(fields, dict) else {}
     if now["fingerprint"] != record.get("fingerprint") and now["fingerprint"] != fingerprint(
             in_todays_form(saved) or {}):
         saved = in_todays_form(saved) or saved

@@ -16,7 +16,9 @@ import contextlib
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 INTERRUPTED = "interrupted"  # a run's stopped_reason when it stopped on Ctrl-C or SIGTERM between rounds
 
@@ -44,14 +46,14 @@ class StopRequest:
 
 
 @contextlib.contextmanager
-def stop_requests(enabled: bool = True, quiet: bool = False):
+def stop_requests(enabled: bool = True, quiet: bool = False) -> Iterator[StopRequest]:
     """Yield a ``StopRequest`` set by the first SIGINT or SIGTERM; the second raises KeyboardInterrupt."""
     request = StopRequest()
     if not enabled or threading.current_thread() is not threading.main_thread():
         yield request
         return
 
-    def handle(signum, frame):
+    def handle(signum: int, frame: FrameType | None) -> None:
         if request.asked:
             raise KeyboardInterrupt
         request.signal = signum

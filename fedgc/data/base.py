@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fedgc.errors import FedgcError
 
-class DataFileError(ValueError):
+
+class DataFileError(FedgcError, ValueError):
     """A data file or data source is missing, unreachable or not in the expected format (one-line message)."""
 
 

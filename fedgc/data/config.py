@@ -5,8 +5,8 @@ Bounds measured on a 2-core machine (``--check``: load, partition, build every c
 synthetic data grows with the clients (about 360 samples each: 1,000 take 7 s and 0.7 GB, 5,000 take
 38 s and 2.7 GB), so it allows at most ``MAX_SYNTHETIC_CLIENTS`` with the paper's uncapped sizes, and
 up to ``MAX_SYNTHETIC_CLIENTS_CAPPED`` when ``synthetic.max_samples_per_device`` caps them, as long as
-clients × cap × dimension ≤ ``MAX_SYNTHETIC_VALUES`` (the features' float32 values; docs/data.md). ``root`` is refused for a dataset
-that reads no files (``digits``, ``synthetic``, ``hf:``), rather than silently ignored.
+clients × cap × dimension ≤ ``MAX_SYNTHETIC_VALUES`` (the features' float32 values; docs/data.md).
+``root`` is refused for a dataset that reads no files (``digits``, ``synthetic``, ``hf:``), rather than silently ignored.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ Offline behaviour: before anything else the Hub (``$HF_ENDPOINT`` or https://hug
 asked about the dataset with one HTTP HEAD request bounded by ``huggingface.timeout_s`` seconds
 (name lookup included, in a daemon thread), so a machine without network gets a one-line
 ``DataFileError`` within a few seconds, never a hang (huggingface_hub itself would retry for
-half a minute), and a misspelt id is reported as such. With ``HF_HUB_OFFLINE=1`` (or ``HF_DATASETS_OFFLINE=1``) the probe is skipped
-and the copy in the local Hugging Face cache is used.
+half a minute), and a misspelt id is reported as such. With ``HF_HUB_OFFLINE=1`` (or
+``HF_DATASETS_OFFLINE=1``) the probe is skipped and the copy in the local Hugging Face cache is used.
 """
 
 from __future__ import annotations

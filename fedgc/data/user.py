@@ -13,11 +13,12 @@ from typing import Any
 import numpy as np
 
 from fedgc.data.base import ArrayDataset, CentralDataset
+from fedgc.errors import FedgcError
 
 MAX_USER_SAMPLES = 50_000_000  # a bound before anything is copied
 
 
-class UserDataError(ValueError):
+class UserDataError(FedgcError, ValueError):
     """A user dataset that fedgc cannot use; ``str(err)`` is one line naming it and the problem."""
 
 

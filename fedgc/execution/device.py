@@ -9,11 +9,13 @@ from contextlib import contextmanager
 
 import torch
 
+from fedgc.errors import FedgcError
+
 _SPEC = re.compile(r"^(auto|cpu|cuda)(?::(\d+))?$")
 DEVICE_PATTERN = r"^(auto|cpu|cuda(:\d+)?)$"  # the scenario's ``device`` key
 
 
-class DeviceError(ValueError):
+class DeviceError(FedgcError, ValueError):
     """The requested device does not exist on this machine (one-line message)."""
 
 

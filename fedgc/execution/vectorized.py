@@ -95,8 +95,9 @@ def uneven_batches(model: nn.Module, jobs: Sequence[TrainJob]) -> str | None:
     return None
 
 
-def _grad_fn(model: nn.Module) -> Callable:
-    def loss_one(params, buffers, x, y, mask):  # buffers (BatchNorm statistics) are updated in place
+def _grad_fn(model: nn.Module) -> Callable[..., tuple[dict[str, torch.Tensor], torch.Tensor]]:
+    def loss_one(params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+                 mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # buffers (BatchNorm statistics) are updated in place
         per_sample = F.cross_entropy(functional_call(model, (params, buffers), (x,)), y, reduction="none")
         loss = (per_sample * mask).sum() / mask.sum().clamp_min(1.0)
         return loss, loss.detach()

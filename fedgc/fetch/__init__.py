@@ -20,6 +20,7 @@ from pathlib import Path
 
 from fedgc.fetch.catalog import ABOUT, ITEMS, Entry, entries_for
 from fedgc.fetch.download import FetchError, fetch_entry, is_present
+from fedgc.invocation import as_invoked
 from fedgc.paths import default_data_dir
 
 WORKERS = 8
@@ -84,9 +85,9 @@ def offline_help(root: Path, mirror: str | None) -> str:
     """What to do when the sources cannot be reached (no network, a proxy, a dead mirror)."""
     first = ("check the mirror: it must hold each file at MIRROR/<its path in the data directory>" if mirror else
              "no network? fetch from a mirror laid out like the data directory (e.g. a copy of another "
-             "machine's): fedgc fetch ITEM --mirror file:///media/usb/fedgc-data (or an https:// URL)")
+             f"machine's): {as_invoked('fetch')} ITEM --mirror file:///media/usb/fedgc-data (or an https:// URL)")
     return (f"  {first};\n  or copy the files by hand into {root}/ at the paths listed in fedgc/fetch/files.tsv, "
-            f"then run the same fedgc fetch command to check their checksums; see docs/data.md")
+            f"then run the same {as_invoked('fetch')} command to check their checksums; see docs/data.md")
 
 
 def main(argv: list[str] | None = None) -> int:

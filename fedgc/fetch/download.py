@@ -11,6 +11,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import quote
 
+from fedgc.errors import FedgcError
 from fedgc.fetch.catalog import Entry
 from fedgc.fetch.derive import DERIVE
 
@@ -21,7 +22,7 @@ _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
 
-class FetchError(Exception):
+class FetchError(FedgcError):
     """A file could not be fetched; the message is one line and says what was left on disk.
     ``unreachable``: no source could be reached or read (no network, a proxy, a missing mirror file),
     as opposed to a checksum mismatch or a local failure."""

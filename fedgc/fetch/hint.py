@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from fedgc.fetch.catalog import load_entries
+from fedgc.invocation import as_invoked
 
 
 @lru_cache(maxsize=1)
@@ -28,7 +29,8 @@ def _provided() -> dict[tuple[str, ...], str]:
 
 
 def fetch_command(path: str | Path) -> str | None:
-    """``fedgc fetch ITEM [--dir D]`` for a missing ``path`` that fetch provides, else None.
+    """``fedgc fetch ITEM [--dir D]`` for a missing ``path`` that fetch provides, else None; the command
+    written as this process was started (``fedgc.invocation``: ``.venv/bin/fedgc fetch ...``), so it runs.
     ``--dir`` is given unless D is where fetch writes by default (``$FEDGC_DATA_DIR`` or the user cache)."""
     from fedgc.paths import default_data_dir
 
@@ -39,7 +41,7 @@ def fetch_command(path: str | Path) -> str | None:
         if item is not None:
             root = Path(*path.parts[:start])
             where = "" if root == default_data_dir() else f" --dir {shlex.quote(str(root))}"
-            return f"fedgc fetch {item}{where}"
+            return f"{as_invoked('fetch')} {item}{where}"
     return None
 
 

@@ -32,6 +32,7 @@ import tomli_w
 import torch
 
 from fedgc.core.stop import ask_to_stop
+from fedgc.errors import FedgcError
 from fedgc.execution.device import resolve_device
 from fedgc.flower.client_store import CLIENT_STORE_DIR, store_kind
 from fedgc.flower.runtime_processes import (
@@ -92,7 +93,7 @@ client-store-dir = ""
 """
 
 
-class FlowerRunFailed(ValueError):
+class FlowerRunFailed(FedgcError, ValueError):
     """The Flower run ended without a summary (one line; Flower's logs hold the details)."""
 
 

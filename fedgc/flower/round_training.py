@@ -65,4 +65,4 @@ class RoundTraining(RoundTrainer):
             return content
         replica = rebuilt_replica(message, context)
         return RecordDict({keys.ARRAYS: ArrayRecord({k: v.contiguous() for k, v in replica.items()}),
-                           **{k: v for k, v in content.config_records.items()}})
+                           **dict(content.config_records.items())})

@@ -98,7 +98,8 @@ class FedgcStrategy(FedAvg):
         self.clip_update_norm = clip_update_norm
         self.norm_bound_factor = norm_bound_factor
         self.max_weight_share = max_weight_share
-        self.aggregator = aggregator if aggregator is not None else Mean()  # fedgc.aggregators: mean, median, trimmed_mean or a user's rule
+        # fedgc.aggregators: mean, median, trimmed_mean or a user's rule
+        self.aggregator = aggregator if aggregator is not None else Mean()
         # The client-config record every training message carries (keys.CLIENT_CONFIG; None: none).
         self.client_config = client_config
         # Where the aggregate, the server optimizer and its state live (the scenario's device); the

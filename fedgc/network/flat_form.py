@@ -63,7 +63,7 @@ def fold(network: dict[str, Any]) -> dict[str, Any]:
     (a flat ``--set`` over a tagged file). A new mapping; values the schema will reject are left for it."""
     out = dict(network)
     flat = {key: out.pop(key) for key in list(out) if key in FLAT_KEYS}
-    for section, (kinds, default_kind) in SECTIONS.items():
+    for section, (_kinds, default_kind) in SECTIONS.items():
         given = out.get(section)
         if isinstance(given, str):
             out[section] = {"name": given}

@@ -12,6 +12,9 @@ from fedgc.plots.run import AccuracyPoint
 from fedgc.plots.style import FIGSIZE, bytes_unit, marker_size, new_axes, save, say_no_data, time_unit
 
 COMPARE_PLOT_FILES = ("compare_accuracy_vs_time.png", "compare_accuracy_vs_upload.png")
+# ``fedgc run --baseline``: the variants against simulated time and against every byte sent and received
+# (the downloads are most of a compressed run's bytes: the upload axis alone would hide them).
+BASELINE_PLOT_FILES = ("compare_accuracy_vs_time.png", "compare_accuracy_vs_total_bytes.png")
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,20 @@ def plot_comparison(runs: list[RunSeries], out_dir: Path) -> list[Path]:
     ]
 
 
+def plot_baseline(runs: list[RunSeries], out_dir: Path, name: str) -> list[Path]:
+    """Write ``BASELINE_PLOT_FILES`` into ``out_dir``: one line per variant (its label), titled with the
+    scenario's ``name``; returns the paths written."""
+    every_point = [p for run in runs for p in run.points]
+    t_unit = time_unit(max((p.sim_time_s for p in every_point), default=0.0))
+    b_unit = bytes_unit(max((p.total_bytes for p in every_point), default=0))
+    return [
+        _overlay(runs, lambda p: p.sim_time_s / t_unit.scale, f"{name}: accuracy vs simulated time",
+                 f"simulated time ({t_unit.name})", out_dir / BASELINE_PLOT_FILES[0]),
+        _overlay(runs, lambda p: p.total_bytes / b_unit.scale, f"{name}: accuracy vs bytes up + down",
+                 f"sent and received, all clients, cumulative ({b_unit.name})", out_dir / BASELINE_PLOT_FILES[1]),
+    ]
+
+
 def _overlay(runs: list[RunSeries], x_of, title: str, xlabel: str, path: Path, log_x: bool = False) -> Path:
     fig = overlay_figure(runs, x_of, title, xlabel, log_x)
     return save(fig, path, legend_outside=any(run.points for run in runs))
@@ -65,7 +82,10 @@ def _overlay(runs: list[RunSeries], x_of, title: str, xlabel: str, path: Path, l
 def counted(runs: list[RunSeries]) -> str:
     """``3 runs``; ``2 lines, 5 runs`` when groups of seeds are drawn as one line each."""
     total = sum(run.runs for run in runs)
-    plural = lambda n, word: f"{n} {word}" + ("s" if n != 1 else "")
+
+    def plural(n: int, word: str) -> str:
+        return f"{n} {word}" + ("s" if n != 1 else "")
+
     return plural(total, "run") if total == len(runs) else f"{plural(len(runs), 'line')}, {plural(total, 'run')}"
 
 

@@ -67,14 +67,21 @@ def say_no_data(ax, text: str) -> None:
 
 def save(fig, path: Path, *, legend_outside: bool = False) -> Path:
     """Fixed margins (fit for these labels; a layout engine would double the drawing time), or a tight
-    bounding box when the legend sits outside the axes."""
+    bounding box when the legend sits outside the axes. The PNG carries its axes' titles (``Title``)
+    and its legends' labels (``Description``, ``; ``-separated) as text, for whoever reads it by program."""
     path.parent.mkdir(parents=True, exist_ok=True)
     width, height = fig.get_size_inches()
     fig.subplots_adjust(left=0.75 / width, right=1 - 0.2 / width, bottom=0.55 / height, top=1 - 0.35 / height,
                         wspace=0.22)
     with writing(path):
-        fig.savefig(path, bbox_inches="tight" if legend_outside else None)
+        fig.savefig(path, bbox_inches="tight" if legend_outside else None, metadata=_text_of(fig))
     return path
+
+
+def _text_of(fig) -> dict[str, str]:
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    labels = [text.get_text() for ax in fig.axes if ax.get_legend() is not None for text in ax.get_legend().get_texts()]
+    return {"Title": " / ".join(titles), "Description": "; ".join(labels)}
 
 
 def integer_ticks(axis) -> None:

@@ -17,13 +17,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from fedgc.errors import FedgcError
+
 if TYPE_CHECKING:
     from flwr_datasets.partitioner import Partitioner
 
 INDEX = "_fedgc_index"
 
 
-class PartitionError(ValueError):
+class PartitionError(FedgcError, ValueError):
     """The partition cannot be made with these settings (one-line message naming the key)."""
 
 

@@ -57,7 +57,7 @@ class Link(ABC):
     def mean_bps(self, direction: Direction) -> float:
         """Long-run mean throughput (goodput), for reports."""
 
-    def forget_before(self, t: float) -> None:
+    def forget_before(self, t: float) -> None:  # noqa: B027 — optional: most links hold nothing to drop
         """The simulation will not ask about times before ``t`` again: a link that generates its rate
         curve as time goes (``gilbert_elliott``) drops what lies behind. Others hold nothing to drop."""
 

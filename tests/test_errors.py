@@ -1,0 +1,99 @@
+"""One error family: every one-line user error fedgc raises from its public calls is a
+``fedgc.FedgcError`` (docs/api.md, "Errors"), and keeps the base that code caught before the family
+existed (``ValueError``), so ``except fedgc.FedgcError`` and ``except ValueError`` both catch it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fedgc
+
+pytestmark = pytest.mark.usefixtures("isolated_registries")
+
+TINY = {"name": "errors-tiny", "seed": 0, "rounds": 1,
+        "data": {"dataset": "digits", "num_clients": 2, "partition": "iid"},
+        "model": {"name": "mlp", "options": {"hidden": [8]}},
+        "client": {"local_steps": 1, "batch_size": 8}, "checkpoint_every": 0}
+
+
+def _caught(call) -> fedgc.FedgcError:
+    """What ``call`` raises, caught as a FedgcError (anything else fails the test), one line."""
+    try:
+        call()
+    except fedgc.FedgcError as err:
+        assert str(err) and "\n" not in str(err), repr(err)
+        return err
+    pytest.fail("no error raised")
+
+
+def _run_on_bad_user_data() -> None:
+    x = np.zeros((8, 3), dtype=np.float32)
+    x[0, 0] = np.nan
+    y = np.arange(8, dtype=np.int64) % 2
+    fedgc.register_dataset("nan_data", fedgc.UserData(x, y, x, y))
+    fedgc.run({**TINY, "data": {"dataset": "nan_data", "num_clients": 2, "partition": "iid"}})
+
+
+def _folder_holding_a_file(tmp_path):
+    (tmp_path / "held").mkdir()
+    (tmp_path / "held" / "notes.txt").write_text("mine")
+    return fedgc.run(TINY, out=tmp_path / "held")
+
+
+CALLS = {  # a documented error, and a real call that raises it
+    "ScenarioError: a bad scenario": (lambda tmp: fedgc.Scenario.from_dict({**TINY, "rounds": "many"}), "ScenarioError"),
+    "ScenarioError: an unknown dataset": (
+        lambda tmp: fedgc.Scenario.from_dict({**TINY, "data": {"dataset": "no_such_data"}}), "ScenarioError"),
+    "UserDataError: a run on non-finite features": (lambda tmp: _run_on_bad_user_data(), "UserDataError"),
+    "RunFolderError: load_run of a folder that holds no run": (lambda tmp: fedgc.load_run(tmp), "RunFolderError"),
+    "RunFolderError: run into a folder holding files": (_folder_holding_a_file, "RunFolderError"),
+    "SweepError: a sweep of nothing": (lambda tmp: fedgc.sweep(TINY, {}), "SweepError"),
+    "SweepError: a sweep of an unknown key": (lambda tmp: fedgc.sweep(TINY, {"rounds.nope": [1, 2]}), "SweepError"),
+    "PluginError: an import path that does not resolve": (
+        lambda tmp: fedgc.Scenario.from_dict({**TINY, "model": {"name": "no_such_module_here:Net"}}), "PluginError"),
+    "PluginError: a model registered twice": (
+        lambda tmp: [fedgc.register_model("twice", lambda shape, classes: None) for _ in range(2)], "PluginError"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CALLS))
+def test_each_documented_error_of_a_real_call_is_a_fedgc_error_and_still_a_value_error(tmp_path, case):
+    call, name = CALLS[case]
+    err = _caught(lambda: call(tmp_path))
+    assert type(err).__name__ == name, type(err).__mro__
+    assert isinstance(err, ValueError)
+
+
+def test_an_unavailable_engine_is_a_fedgc_error(tmp_path):
+    """``engine: flower`` runs the clients in other processes: a dataset registered from Python in this
+    one is refused before anything starts (no Ray needed to see it)."""
+    x = np.random.default_rng(0).random((8, 3), dtype=np.float32)
+    y = np.arange(8, dtype=np.int64) % 2
+    fedgc.register_dataset("here_only", fedgc.UserData(x, y, x, y))
+    scenario = {**TINY, "engine": "flower", "data": {"dataset": "here_only", "num_clients": 2, "partition": "iid"}}
+    err = _caught(lambda: fedgc.run(scenario))
+    assert type(err).__name__ == "EngineUnavailable" and isinstance(err, ValueError)
+
+
+def test_the_family_s_classes_derive_from_fedgc_error():
+    """The public names, and each documented error class by its module (docs/api.md, "Errors")."""
+    from fedgc.core.checkpoint import CheckpointError
+    from fedgc.data.base import DataFileError
+    from fedgc.data.partition.base import PartitionError
+    from fedgc.data.user import UserDataError
+    from fedgc.engines import EngineUnavailable
+    from fedgc.execution.device import DeviceError
+    from fedgc.fetch.download import FetchError
+    from fedgc.metrics import MetricsFileError
+    from fedgc.paths import PathError
+    from fedgc.run_folder import RunFolderError as ClaimError
+    from fedgc.sweep_plan import SweepError
+    from fedgc.tensorboard import TensorBoardUnavailable
+
+    family = [fedgc.ScenarioError, fedgc.PluginError, fedgc.RunFolderError, ClaimError, UserDataError, SweepError,
+              EngineUnavailable, CheckpointError, DataFileError, PartitionError, DeviceError, MetricsFileError,
+              PathError, TensorBoardUnavailable, FetchError]
+    assert all(issubclass(cls, fedgc.FedgcError) for cls in family)
+    assert ClaimError is fedgc.RunFolderError  # one class for a folder fedgc cannot use or read
+    assert all(issubclass(cls, ValueError) for cls in family if cls is not FetchError)
