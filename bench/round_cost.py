@@ -32,7 +32,7 @@ round. The split is ``bench/round_split.py``'s over the timed rounds.
 
 ``--write LABEL`` writes the figures as a table into ``docs/performance.md`` between the markers
 ``<!-- round_cost:LABEL:begin -->`` and ``<!-- round_cost:LABEL:end -->``, with the date, the commit
-and the machine (torch's CPU kernel set, the GPU).
+(and whether ``fedgc/`` or ``bench/`` differ from it) and the machine (torch's CPU kernel set, the GPU).
 
 The last line printed is one JSON object: one entry per workload, each with ``round_s``, ``bare_s``,
 ``round_over_bare``, ``overhead_ms_per_client``, ``startup_s``, ``first_round_s``, ``clients_per_round``, ``execution``
@@ -276,8 +276,8 @@ def machine(device: str) -> dict:
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
                                 check=False).stdout.strip() or None
-        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
-                                 capture_output=True, text=True, check=False).stdout.strip()
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "fedgc", "bench"],
+                                 cwd=REPO, capture_output=True, text=True, check=False).stdout.strip()
         if commit and changed:
             commit += " with uncommitted changes"
     except OSError:
