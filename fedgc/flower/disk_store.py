@@ -52,6 +52,7 @@ from fedgc.flower.state_bytes import decode_state, encode_state
 # 1: a row's CRC over its bytes alone; 2: seeded with the store's id, client and generation (``row_crc``).
 STORE_FORMAT = 2
 BUSY_TIMEOUT_MS = 120_000
+CACHE_KIB = 64 * 1024  # SQLite's page cache per connection
 
 
 class StoreError(StateFileError):
@@ -115,6 +116,10 @@ class DiskStore:
             # Consistent whatever happens to the process; made durable at each checkpoint (``state_dict``).
             self._conn.execute("PRAGMA synchronous = OFF")
             self._conn.execute("PRAGMA wal_autocheckpoint = 4096")
+            # A page cache of 64 MiB (the default is 2 MiB: 31 pages of 64 KiB, less than two states of a
+            # 200,000-parameter model): a state written is checkpointed from memory, not read back from
+            # the WAL. Measured (the store alone, 300 clients of 1.6 MB, 2-core machine): a save 4.0-4.5 ms -> 2.0-2.6 ms.
+            self._conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
             self._pid = os.getpid()
         return self._conn
 
