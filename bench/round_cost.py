@@ -20,9 +20,10 @@ Workloads (``--workloads``, default all):
 
 A round's time is the interval between two consecutive rounds' ends (the run's observer), over
 ``--rounds`` rounds after the first; no evaluation falls in a timed round. ``startup_s`` is the run's
-own start-up, from the call to ``run_rounds`` until its first round begins (data, partitions, model,
-network, strategy; the process's imports are not in it: docs/performance.md, "What a process costs
-before it trains"), ``first_round_s`` the first round (one-time costs land there). ``bare_s`` is the median of
+own start-up, from building the inline grid until its first round begins (data and partitions, loaded
+once a process, so a workload sharing an earlier one's data shows none; model, network, strategy; the
+process's imports are not in it: docs/performance.md, "What a process costs before it trains"),
+``first_round_s`` the first round (one-time costs land there). ``bare_s`` is the median of
 ``--rounds`` repetitions of the bare loop. ``overhead_ms_per_client`` = (round − bare) / clients a
 round. The split is ``bench/round_split.py``'s over the timed rounds.
 
@@ -134,10 +135,10 @@ def fedgc_rounds(tree: dict, timed_rounds: int, device: str) -> dict:
 
     tree = {**tree, "device": device}
     scenario = validate(tree)
+    t0 = time.perf_counter()  # the grid loads the data and partitions (once a process: cached)
     grid = InlineGrid.for_scenario(scenario)
     split = RoundSplit(grid)
     clock = RoundClock(split)
-    t0 = time.perf_counter()
     summary = run_rounds(grid, scenario, None, observers=[clock.observer])
     ends = clock.ends
     if len(ends) < timed_rounds + 1:
