@@ -174,12 +174,13 @@ def checked_message(content: RecordDict, context: Context) -> tuple[ClientSettin
 
 def train_job(msg: Message | RecordDict, context: Context, local: ArrayDataset | None = None, *,
               checked: tuple[ClientSettings, RoundConfig, dict] | None = None,
-              reuse_model: bool = False) -> tuple[nn.Module, TrainJob]:
+              reuse_model: bool = False, load_weights: bool = True) -> tuple[nn.Module, TrainJob]:
     """The model (on the node's device, holding the received global model) and the local training a
     train message (or its content) asks of this node (``local``: its data, default ``local_data``;
     ``checked``: the message's ``checked_message``, when the caller has it). ``reuse_model``: the
     process's worker model of that kind (``worker_model``), loaded with the received weights, instead
-    of a new one — for a caller done with the model before the next message."""
+    of a new one — for a caller done with the model before the next message. ``load_weights=False``:
+    the caller loads the received weights itself (``local_update``: ``train_one`` loads its start)."""
     content = msg.content if isinstance(msg, Message) else msg
     settings, round_config, _ = checked if checked is not None else checked_message(content, context)
     local = local_data(context, settings) if local is None else local
@@ -190,7 +191,8 @@ def train_job(msg: Message | RecordDict, context: Context, local: ArrayDataset |
     if model is None:
         model = build_model(settings.model, settings.input_shape, settings.num_classes, settings.seed,
                             options=settings.model_options).to(device)
-    model.load_state_dict(model_tensors(content.array_records[keys.ARRAYS]))
+    if load_weights:
+        model.load_state_dict(model_tensors(content.array_records[keys.ARRAYS]))
     generator = torch.Generator().manual_seed(client_seed(settings.seed, partition, server_round))
     steps = settings.local_steps or steps_for_epochs(len(local), settings.batch_size, settings.epochs or 1.0)
     return model, TrainJob(data=local, steps=steps, batch_size=settings.batch_size, lr=settings.lr,
@@ -243,8 +245,8 @@ def local_update(msg: Message, context: Context, local: ArrayDataset | None = No
     batched = take_batched_update(msg)
     if batched is not None:
         return batched
-    model, job = train_job(msg, context, local, checked=checked, reuse_model=True)
-    start = {name: t.detach().clone() for name, t in model.state_dict().items()}
+    model, job = train_job(msg, context, local, checked=checked, reuse_model=True, load_weights=False)
+    start = model_tensors(msg.content.array_records[keys.ARRAYS])  # fresh tensors: train_one loads them
     # Δ on the training device: compression and its memory run there too (the payloads are written
     # from the host, fedgc.wire.codec).
     result = train_one(model, start, job, out_device=client_device(context))
