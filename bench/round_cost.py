@@ -299,6 +299,10 @@ def main(argv: list[str] | None = None) -> dict:
                         help="write the table into docs/performance.md under this label (e.g. before, after, cuda)")
     parser.add_argument("--doc", default=str(REPO / "docs" / "performance.md"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if not 1 <= args.rounds <= 1000 or not 1 <= args.threads <= 256:
+        parser.error("--rounds must be 1 to 1000 and --threads 1 to 256")
+    if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
+        parser.error(f"--device: cpu, cuda or cuda:N, not {args.device!r}")
     if args.write is not None and not args.write.replace("-", "").replace("_", "").isalnum():
         parser.error(f"--write: a label of letters, digits, - and _, not {args.write!r}")
     names = [w for w in args.workloads.split(",") if w]

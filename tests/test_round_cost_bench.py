@@ -50,7 +50,11 @@ def test_round_cost_prints_one_entry_per_workload(mnist_root, shared_dir, tmp_pa
     assert all(f"| {name} | " in table for name in ("xdev_step", "xdev_epoch", "wide_1000", "lstm_dp", "quickstart"))
 
 
-def test_round_cost_refuses_an_unknown_workload():
-    proc = subprocess.run([sys.executable, "bench/round_cost.py", "--workloads", "xdev_stpe"], cwd=REPO,
+@pytest.mark.parametrize("argv, reason", [(["--workloads", "xdev_stpe"], "unknown workload"),
+                                          (["--rounds", "0"], "--rounds must be"), (["--rounds", "-3"], "--rounds must be"),
+                                          (["--threads", "0"], "--threads"), (["--device", "tpu"], "--device"),
+                                          (["--write", "../x y"], "--write")])
+def test_round_cost_refuses_bad_arguments_in_one_line(argv, reason):
+    proc = subprocess.run([sys.executable, "bench/round_cost.py", *argv], cwd=REPO,
                           capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 2 and "unknown workload" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and reason in proc.stderr and "Traceback" not in proc.stderr
