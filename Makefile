@@ -28,7 +28,7 @@ $(STAMP): $(RUN_STAMP)
 install: $(STAMP)
 
 run: $(RUN_STAMP)
-	$(PY) -m fedgc.simulate $(SCENARIO) --baseline
+	$(PY) -m fedgc run $(SCENARIO) --baseline
 
 # pytest-xdist workers (times in README.md). make test: 3 on 2 cores (its test phase keeps both cores 96-98 % busy;
 # docs/performance.md); 4 were no faster. tests/conftest.py keeps the

@@ -1,4 +1,4 @@
-"""Benchmark: the client-state store's throughput (``fedgc.flower.client_store``).
+"""Benchmark: the client-state store's throughput (``fedgc.flower.state.client_store``).
 
 One stateful client's state as the ClientApp stores it (``pack_state`` of DGC's fp32 momentum u and
 velocity v, dense) for ``mnist_2nn`` (199,210 parameters) and ``mnist_cnn`` (1,663,370): the time to
@@ -31,9 +31,9 @@ def measure(params: int, repeat: int, folder: Path) -> dict:
     import torch
     from flwr.app import RecordDict
 
-    from fedgc.flower.client_state import pack_state
-    from fedgc.flower.disk_store import DiskStore
-    from fedgc.flower.state_bytes import decode_state, encode_state
+    from fedgc.flower.state.client_state import pack_state
+    from fedgc.flower.state.disk_store import DiskStore
+    from fedgc.flower.state.state_bytes import decode_state, encode_state
 
     generator = torch.Generator().manual_seed(0)
     state = RecordDict({"fedgc.memory": pack_state({"u": torch.randn(params, generator=generator),

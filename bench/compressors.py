@@ -24,9 +24,9 @@ from fedgc.compress import compressor_names
 from fedgc.compress.base import CompressionContext
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.update import build_compression, compress_update
-from fedgc.engines import run_inline
 from fedgc.models import build_model
-from fedgc.scenario import validate
+from fedgc.runs.engines import run_inline
+from fedgc.scenario.model import validate
 from fedgc.wire.codec import decode_bytes, encode_bytes
 
 REPO = Path(__file__).resolve().parents[1]

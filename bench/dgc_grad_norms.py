@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     from fedgc.data import load_federated
     from fedgc.data.config import DataConfig
     from fedgc.models import build_model
-    from fedgc.scenario import load_tree, validate
+    from fedgc.scenario.model import load_tree, validate
 
     s = validate(load_tree(args.scenario))
     seed = s.seed if args.seed is None else args.seed

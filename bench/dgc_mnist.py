@@ -3,7 +3,7 @@
     .venv/bin/python bench/dgc_mnist.py [--jobs 2] [--rounds N] [--out runs/bench-dgc-mnist] [--reuse] [--write]
 
 Runs ``scenarios/dgc_mnist.yaml`` (data-parallel mode, see docs/dgc.md) once per variant with
-``python -m fedgc.simulate --set ...``, reads each run's ``summary.json`` / ``metrics.jsonl``, writes
+``python -m fedgc run --set ...``, reads each run's ``summary.json`` / ``metrics.jsonl``, writes
 with ``--write`` the table into ``docs/results.md`` (between the ``dgc-mnist`` markers) and prints the figures as one
 JSON object on its last line.
 
@@ -81,7 +81,7 @@ def shared_dir() -> Path:
 def run_variant(name: str, sets: list[str], out: Path, base_sets: list[str], reuse: bool, partial: bool) -> dict:
     run_dir = out / name
     if not (reuse and (run_dir / "summary.json").is_file()) and not partial:
-        cmd = [sys.executable, "-m", "fedgc.simulate", str(SCENARIO), "--out", str(run_dir), "--overwrite", "--quiet"]
+        cmd = [sys.executable, "-m", "fedgc.cli.run", str(SCENARIO), "--out", str(run_dir), "--overwrite", "--quiet"]
         for s in [*base_sets, *sets]:
             cmd += ["--set", s]
         env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="(the default; kept for old command lines)")
     args = parser.parse_args(argv)
 
-    from fedgc.scenario import load_tree, validate
+    from fedgc.scenario.model import load_tree, validate
 
     scenario = validate(load_tree(SCENARIO)).model_dump(mode="json")  # defaults filled in
     base_sets = [f"data.root={shared_dir() / 'data' / 'mnist'}"]

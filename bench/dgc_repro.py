@@ -4,7 +4,7 @@
         [--rounds N] [--set KEY=VALUE ...] [--out runs/bench-dgc-shakespeare] [--write] [--partial]
 
 Runs the scenario (data-parallel mode, docs/dgc.md) once per variant and seed with
-``python -m fedgc.simulate --set ...`` (``--jobs`` processes at a time), reads each run's
+``python -m fedgc run --set ...`` (``--jobs`` processes at a time), reads each run's
 ``summary.json`` / ``metrics.jsonl``, and prints one JSON object on its last line: per variant the
 mean and sample standard deviation over seeds (``n`` seeds) of the final next-sample accuracy, the
 final test loss (mean cross-entropy) and the perplexity exp(loss), and the wire ratio after warm-up.
@@ -164,7 +164,7 @@ def run_one(scenario: Path, run_dir: Path, sets: list[str], rounds: int, rerun: 
     done = summary_path.is_file() and json.loads(summary_path.read_text()).get("rounds") == rounds
     if (not done and not partial) or (rerun and not partial):
         run_dir.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "fedgc.simulate", str(scenario), "--out", str(run_dir), "--overwrite", "--quiet"]
+        cmd = [sys.executable, "-m", "fedgc.cli.run", str(scenario), "--out", str(run_dir), "--overwrite", "--quiet"]
         for s in sets:
             cmd += ["--set", s]
         env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", default=str(REPO / "docs" / "results.md"))
     args = parser.parse_args(argv)
 
-    from fedgc.scenario import load_tree, parse_override, set_dotted, validate
+    from fedgc.scenario.model import load_tree, parse_override, set_dotted, validate
 
     data_dir = Path(os.environ.get("FEDGC_SHARED_DIR", REPO.parent / "shared")) / "data"
     os.environ.setdefault("FEDGC_DATA_DIR", str(data_dir.resolve()))  # the scenarios' ${FEDGC_DATA_DIR}

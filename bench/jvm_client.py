@@ -94,7 +94,7 @@ def main() -> None:
             "".join(f"{k} {'x'.join(map(str, v.shape))}\n" for k, v in delta.items()))
         flat = torch.cat([t.reshape(-1) for t in delta.values()]).numpy().astype("<f4")
         (tmp_path / "delta.f32").write_bytes(flat.tobytes())
-        java = subprocess.run(["java", "-cp", f"{JAR}{os.pathsep}{TESTS_JAR}", "fedgc.check.JvmBench", tmp,
+        java = subprocess.run(["java", "-cp", f"{JAR}{os.pathsep}{TESTS_JAR}", "fedgc.cli.check.JvmBench", tmp,
                                repr(args.density), str(args.reps)], capture_output=True, text=True, check=False)
         if java.returncode != 0:
             sys.exit(f"error: JvmBench failed: {java.stderr.strip()[-500:]}")

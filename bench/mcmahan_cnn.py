@@ -8,7 +8,7 @@ FedAvg, evaluated every round) in a child process and writes down the wall-clock
 row lands in ``metrics.jsonl`` (``times.log`` in the run folder: "rows unix_seconds" per line), so the
 wall time to the target is measured, not projected. With ``--stop-after-target K`` the run is
 interrupted K rounds after the target is first reached (its checkpoint lets ``python -m
-fedgc.simulate --resume`` finish it later). With ``--write``, writes the table into ``docs/results.md``
+fedgc.cli.run --resume`` finish it later). With ``--write``, writes the table into ``docs/results.md``
 between the ``mcmahan`` markers; prints the figures as one JSON object on its last line.
 """
 
@@ -51,7 +51,7 @@ def first_reaching(rows: list[dict], target: float) -> dict | None:
 def run(out: Path, stop_after: int | None, shared: Path) -> None:
     """Run the scenario into ``out`` (or continue it, if ``out`` has a checkpoint), logging row times."""
     resume = (out / "checkpoint.pt").is_file()
-    cmd = [sys.executable, "-m", "fedgc.simulate", "--quiet"]
+    cmd = [sys.executable, "-m", "fedgc.cli.run", "--quiet"]
     cmd += ["--resume", str(out)] if resume else [str(SCENARIO), "--out", str(out), "--overwrite",
                                                   "--set", f"data.root={shared / 'data' / 'mnist'}"]
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}

@@ -56,10 +56,10 @@ def child(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(1)
 
-    from fedgc.flower.inline_grid import InlineGrid
-    from fedgc.flower.loop import run_rounds
+    from fedgc.flower.runtime.inline_grid import InlineGrid
+    from fedgc.flower.server.loop import run_rounds
     from fedgc.models import build_model, parameter_count
-    from fedgc.scenario import validate
+    from fedgc.scenario.model import validate
 
     tree = scenario(args.clients, args.rounds, args.fraction, args.data_root)
     tree["compression"]["momentum_dtype"] = args.momentum_dtype  # the scenario key compression.momentum_dtype

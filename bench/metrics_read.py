@@ -1,4 +1,4 @@
-"""Benchmark: reading a run's ``metrics.jsonl`` back, at growing sizes (``fedgc.metrics.read_rounds``).
+"""Benchmark: reading a run's ``metrics.jsonl`` back, at growing sizes (``fedgc.runs.metrics.read_rounds``).
 
 For each size N it writes a run folder of N rounds (rows as a 10-client DGC run writes them:
 applied nodes, per-client upload sizes and times, densities; about 900 bytes a row), then times the
@@ -34,7 +34,7 @@ import time
 from functools import partial
 from pathlib import Path
 
-from fedgc.metrics import MetricsLog, RoundRecord, read_rounds, write_summary
+from fedgc.runs.metrics import MetricsLog, RoundRecord, read_rounds, write_summary
 
 CLIENTS = 10
 
@@ -68,7 +68,7 @@ def write_run(folder: Path, rows: int) -> float:
 
 
 def read_report(folder: Path, rows: int) -> None:
-    from fedgc.run_reports import read_run, report_row
+    from fedgc.reports.run_reports import read_run, report_row
 
     run = read_run(folder)
     assert len(run.rows) == rows
@@ -76,7 +76,7 @@ def read_report(folder: Path, rows: int) -> None:
 
 
 def read_tensorboard(folder: Path, rows: int) -> None:
-    from fedgc.tensorboard import scalars
+    from fedgc.reports.tensorboard import scalars
 
     totals = {"up": 0.0, "down": 0.0}
     count = sum(len(scalars(r, totals)) for r in read_rounds(folder / "metrics.jsonl"))
@@ -111,7 +111,7 @@ def measure(folder: Path, size: int, readers: list[str], repeat: int) -> tuple[d
 
 
 def export_events(folder: Path) -> None:
-    from fedgc.tensorboard import write_events
+    from fedgc.reports.tensorboard import write_events
 
     write_events(folder)
 

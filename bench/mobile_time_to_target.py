@@ -91,7 +91,7 @@ def run_one(net: str, method: str, out: Path, extra: list[str], reuse: bool,
         cmd = [
             sys.executable,
             "-m",
-            "fedgc.simulate",
+            "fedgc.cli.run",
             str(REPO / "scenarios" / scenario_file),
             "--out",
             str(run_dir),
@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="run the 3×3 grid of upload × download densities instead of METHODS")
     args = parser.parse_args(argv)
 
-    from fedgc.scenario import load_tree
+    from fedgc.scenario.model import load_tree
 
     scen = load_tree(REPO / "scenarios" / NETWORKS["lte"][0])
     extra = []

@@ -6,7 +6,7 @@ the final model on 1,000 test samples.
 
   (a) bare:   a plain PyTorch loop: per selected client load the global weights, train, then average
               the weights by sample count. No Flower, no compression, no network model.
-  (b) fedgc:  ``fedgc.engines.run_inline``: the real ClientApp and strategy, every message through
+  (b) fedgc:  ``fedgc.runs.engines.run_inline``: the real ClientApp and strategy, every message through
               Flower's serialization, DGC at 1% density with error feedback, simpy ``lte`` links.
   (c) flower: stock Flower simulation (``flwr.simulation.run_simulation``, Ray backend, its default
               client resources) with plain ``FedAvg`` and a ClientApp running the same loop as (a).
@@ -196,8 +196,8 @@ def main() -> None:
     torch.set_num_threads(1)
 
     from fedgc.core.parts import federated_data
-    from fedgc.engines import run_inline
-    from fedgc.scenario import validate
+    from fedgc.runs.engines import run_inline
+    from fedgc.scenario.model import validate
 
     sc = validate(scenario(args.rounds, args.data_root))
     data = federated_data(sc)  # loaded once and cached, for (a) and (b) alike

@@ -69,9 +69,9 @@ def child(args: argparse.Namespace) -> None:
     torch.set_num_threads(1)
     from round_split import RoundSplit
 
-    from fedgc.flower.inline_grid import InlineGrid
-    from fedgc.flower.loop import run_rounds
-    from fedgc.scenario import validate
+    from fedgc.flower.runtime.inline_grid import InlineGrid
+    from fedgc.flower.server.loop import run_rounds
+    from fedgc.scenario.model import validate
 
     sc = validate(scenario(args.population, args.per_round, args.rounds, args.store, args.data_root))
     grid = InlineGrid.for_scenario(sc)  # no run folder: a disk store lives in a temporary folder

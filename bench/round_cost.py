@@ -129,9 +129,9 @@ def fedgc_rounds(tree: dict, timed_rounds: int, device: str) -> dict:
     """Run the scenario inline; the start-up, and the time per round of rounds 2 .. 1 + timed_rounds."""
     from round_split import RoundSplit
 
-    from fedgc.flower.inline_grid import InlineGrid
-    from fedgc.flower.loop import run_rounds
-    from fedgc.scenario import validate
+    from fedgc.flower.runtime.inline_grid import InlineGrid
+    from fedgc.flower.server.loop import run_rounds
+    from fedgc.scenario.model import validate
 
     tree = {**tree, "device": device}
     scenario = validate(tree)
@@ -264,7 +264,7 @@ def measure(name: str, rounds: int, device_spec: str, tiny: bool) -> dict:
 
 def scenario_clients(scenario) -> range:
     """The clients a round of the scenario selects (the strategy's fraction of the population)."""
-    from fedgc.flower.strategy import SelectionPolicy
+    from fedgc.flower.server.strategy import SelectionPolicy
 
     s = scenario.strategy
     policy = SelectionPolicy(s.fraction, scenario.network.over_selection, s.min_clients, retries=0)

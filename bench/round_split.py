@@ -18,9 +18,10 @@ from collections import defaultdict
 class RoundSplit:
     def __init__(self, grid) -> None:
         import fedgc.execution
-        from fedgc.flower import client_app, inline_grid
-        from fedgc.flower.exchange import SimulatedExchange
-        from fedgc.flower.strategy import FedgcStrategy
+        from fedgc.flower.client import client_app
+        from fedgc.flower.runtime import inline_grid
+        from fedgc.flower.server.exchange import SimulatedExchange
+        from fedgc.flower.server.strategy import FedgcStrategy
 
         self.seconds: dict[str, float] = defaultdict(float)
         self._wrap(client_app, "local_update", "training")
@@ -34,7 +35,7 @@ class RoundSplit:
         self._wrap(SimulatedExchange, "run", "exchange")
         self._wrap(type(grid), "push_messages", "clients")
         try:
-            from fedgc.flower import loop
+            from fedgc.flower.server import loop
 
             self._wrap(loop, "evaluate", "evaluation")
         except AttributeError:

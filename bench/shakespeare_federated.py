@@ -6,7 +6,7 @@ without compressed downloads, on an LTE and a 3G trace, over seeds.
 
 Trains ``scenarios/shakespeare_lstm.yaml`` (natural split by speaking role, ``char_lstm``, the LTE
 mahimahi traces) once per method (``METHODS``: upload compressor x download) and seed with
-``python -m fedgc.simulate --set ...``. The scenario has no availability churn, deadline or
+``python -m fedgc run --set ...``. The scenario has no availability churn, deadline or
 over-selection, so every selected client completes and the network only moves the simulated clock:
 the training is the same on any trace (the network model draws from its own generator). The 3G clock
 is therefore *replayed*, not trained again: each run's ``clients.jsonl`` (per round and client: bytes
@@ -94,7 +94,7 @@ def run_one(run_dir: Path, sets: list[str], rounds: int, rerun: bool, partial: b
     if partial or (done and not rerun):
         return
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "fedgc.simulate", str(SCENARIO), "--out", str(run_dir), "--overwrite", "--quiet"]
+    cmd = [sys.executable, "-m", "fedgc.cli.run", str(SCENARIO), "--out", str(run_dir), "--overwrite", "--quiet"]
     for s in sets:
         cmd += ["--set", s]
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("FEDGC_DATA_DIR", str(shared_dir() / "data"))
     os.environ.setdefault("FEDGC_TRACE_DIR", str(shared_dir() / "traces"))
-    from fedgc.scenario import load_tree, validate
+    from fedgc.scenario.model import load_tree, validate
 
     tree = load_tree(SCENARIO)
     if args.rounds:
@@ -170,7 +170,7 @@ def replay_clock(tree: dict, seed: int, network: dict, clients: list[dict]) -> d
 
     from fedgc.network.build import build_network
     from fedgc.network.timeline import ClientJob
-    from fedgc.scenario import validate
+    from fedgc.scenario.model import validate
 
     t = copy.deepcopy(tree)
     t["network"], t["seed"] = network, seed
@@ -393,7 +393,7 @@ def write_plot(results: dict[str, dict], per_run: dict[str, dict[int, dict]], pa
 
 
 def report(out: Path, seeds: list[int], methods: dict, tree: dict, rounds: int, args) -> int:
-    from fedgc.scenario import validate
+    from fedgc.scenario.model import validate
 
     scenario = validate(tree).model_dump(mode="json")
     targets = sorted({scenario["eval"]["target_accuracy"], *(args.targets or [])})

@@ -24,7 +24,7 @@ time not spent on the bytes at the link's rate, less the model's RTT/2, in RTTs)
 ``max_round_time_error`` is |simulated − measured| / measured over rounds of at least 2 s. The first
 case runs a second time collecting replies the way Flower's own grid does (``flower_collection_run``):
 from a copy of the app whose loop polls every 3 s (``Grid.send_and_receive``'s step) and pulls each
-reply with Flower's object backoff (no ``fedgc.flower.superlink_grid``); the model predicts it with
+reply with Flower's object backoff (no ``fedgc.flower.server.superlink_grid``); the model predicts it with
 ``reply_poll_s: 3, pull_backoff_s: 1, pull_backoff_cap_s: 10``.
 
 Needs root and ``ip netns`` (skips with one line otherwise). Prints one JSON object on its last line.

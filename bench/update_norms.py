@@ -13,7 +13,7 @@ evaluation figures. A run folder without reported norms is refused in one line.
 
 Producing such runs: any scenario with ``--set client.report_norms=true``, e.g. (docs/results.md)
 
-    .venv/bin/python -m fedgc.simulate scenarios/shakespeare_lstm.yaml --set client.report_norms=true \\
+    .venv/bin/python -m fedgc run scenarios/shakespeare_lstm.yaml --set client.report_norms=true \\
         --set rounds=200 --set eval.every=10 --out runs/norms-dgc
 """
 
@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fedgc.metrics import MetricsFileError, read_metrics
+from fedgc.runs.metrics import MetricsFileError, read_metrics
 
 MAX_LINES = 10_000_000  # clients.jsonl lines read per run: a bound before the loop
 

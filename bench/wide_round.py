@@ -37,9 +37,9 @@ def child(args: argparse.Namespace) -> None:
     from population import scenario
     from round_split import RoundSplit
 
-    from fedgc.flower.inline_grid import InlineGrid
-    from fedgc.flower.loop import run_rounds
-    from fedgc.scenario import validate
+    from fedgc.flower.runtime.inline_grid import InlineGrid
+    from fedgc.flower.server.loop import run_rounds
+    from fedgc.scenario.model import validate
 
     tree = scenario(args.population, int(args.per_round), args.rounds, "disk", args.data_root)
     tree["client"]["execution"] = args.execution

@@ -1,8 +1,8 @@
 """The command a message tells its user to run, written as this process was started, so that it runs
 when pasted: ``fedgc fetch mnist`` only when ``fedgc`` on ``PATH`` is this installation's command;
 ``.venv/bin/fedgc fetch mnist`` when the command was started by its path; ``.venv/bin/python -m
-fedgc.simulate --resume DIR`` after ``make run`` (``python -m fedgc.simulate``), and the same Python
-with ``-m fedgc`` for the other commands; from a notebook or a script, this environment's ``fedgc``
+fedgc run --resume DIR`` after ``make run`` (``python -m fedgc run``), ``python -m fedgc.cli.run`` when
+started as that module, and the same Python with ``-m fedgc`` for the other commands; from a notebook or a script, this environment's ``fedgc``
 (or its Python with ``-m fedgc``) when ``fedgc`` on ``PATH`` is another one or none.
 
 A path under the working directory is shown relative to it (``.venv/bin/fedgc``), as a user types it.
@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-# The commands with a module of their own: ``python -m fedgc.simulate`` is ``fedgc run``.
-MODULES = {"run": "fedgc.simulate", "fetch": "fedgc.fetch"}
+# The commands with a module of their own: ``python -m fedgc.cli.run`` is ``fedgc run``.
+MODULES = {"run": "fedgc.cli.run", "fetch": "fedgc.fetch"}
 
 
 def _same_file(a: str | None, b: str | Path) -> bool:
@@ -70,7 +70,7 @@ def _started_module() -> str | None:
 def as_invoked(name: str) -> str:
     """How to run the fedgc command ``name`` (``run``, ``fetch``, ``report``...) from this process's
     working directory, without its arguments: e.g. ``fedgc run``, ``.venv/bin/fedgc run``,
-    ``.venv/bin/python -m fedgc.simulate``."""
+    ``.venv/bin/python -m fedgc run``."""
     module = _started_module()
     if module is not None and (module == "fedgc" or module.startswith("fedgc.")):
         if module == MODULES.get(name):

@@ -7,6 +7,8 @@
   one per blob reason and one per precedence rule (``tests.reject_cases``).
 * ``tests/vectors/reject/reply.json``: replies described as JSON (record layout, metrics, sender)
   and the reason the server must count, one or more per envelope and reply reason.
+* ``tests/vectors/v3/*.json``: wire format v3 blobs (valid, with the encoder's input and arguments) and
+  ``v3/reject.json``, its rejections (``tests.wire_v3_cases``).
 * ``tests/vectors/downlink/*.json``: a compressed download (``model-delta`` and its two digests), a
   reset and digests with their SHA-256 preimage (docs/wire-format.md, "Downloads").
 """
@@ -26,6 +28,9 @@ from fedgc.compress.payloads import LowRankPayload
 from fedgc.compress.update import build_compression, compress_update
 from fedgc.wire.codec import decode_bytes, encode_bytes
 from tests.reject_cases import blob_cases, reply_cases
+from tests.wire_v3_cases import payload_input
+from tests.wire_v3_cases import reject_cases as v3_reject_cases
+from tests.wire_v3_cases import valid_cases as v3_valid_cases
 
 VECTORS = Path(__file__).parent / "vectors"
 
@@ -138,8 +143,21 @@ def downlink_vectors() -> None:
                   for w in cases]})
 
 
+def v3_vectors() -> None:
+    for name, payloads, values, block in v3_valid_cases():
+        shapes = {k: list(p.shape) for k, p in payloads.items()}
+        blob = encode_bytes(payloads, version=3, values=values, block=block)
+        _write(VECTORS / "v3" / f"{name}.json", {
+            "shapes": shapes, "hex": blob.hex(), "decoded": _decoded(blob, shapes),
+            "encode": {"version": 3, "values": values, "block": block}, "input": payload_input(payloads)})
+    _write(VECTORS / "v3" / "reject.json",
+           {"about": "malformed wire format v3 blobs: decoding hex against shapes must fail with reason "
+                     "(docs/wire-format.md, Format v3)", "cases": v3_reject_cases()})
+
+
 def main() -> None:
     compressor_vectors()
+    v3_vectors()
     lowrank_order_vector()
     downlink_vectors()
     _write(VECTORS / "reject" / "blob.json",

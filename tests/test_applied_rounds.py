@@ -10,10 +10,10 @@ import pytest
 
 from fedgc.core.parts import build_model_for, federated_data, server_optimizer
 from fedgc.flower import keys
-from fedgc.flower.inline_grid import InlineGrid
-from fedgc.flower.loop import _as_record, build_strategy
-from fedgc.flower.strategy import SelectionPolicy
-from fedgc.scenario import validate
+from fedgc.flower.runtime.inline_grid import InlineGrid
+from fedgc.flower.server.loop import _as_record, build_strategy
+from fedgc.flower.server.strategy import SelectionPolicy
+from fedgc.scenario.model import validate
 
 
 @pytest.mark.slow

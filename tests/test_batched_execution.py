@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from fedgc.engines import run_scenario
-from fedgc.scenario import validate
+from fedgc.runs.engines import run_scenario
+from fedgc.scenario.model import validate
 
 
 def rows(tmp_path, tiny_scenario, name: str, **changes) -> list[dict]:

@@ -1,4 +1,4 @@
-"""The built-in scenarios (fedgc.builtin_scenarios): the package carries the repository's scenarios/
+"""The built-in scenarios (fedgc.scenario.builtin): the package carries the repository's scenarios/
 files (fedgc/scenarios), a bare name that is no file in the current folder runs the built-in of that
 name, ``fedgc scenarios`` lists them with their one-line descriptions, and ``fedgc scenarios copy``
 writes one out to edit, never over an existing file nor through a link. tests/test_install.py does the
@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from fedgc import builtin_scenarios
 from fedgc.invocation import as_invoked
-from fedgc.scenario import ScenarioError, load_scenario, load_tree
+from fedgc.scenario import builtin as builtin_scenarios
+from fedgc.scenario.model import ScenarioError, load_scenario, load_tree
 from tests.conftest import REPO
 
 SHIPPED = sorted(p.stem for p in (REPO / "scenarios").glob("*.yaml"))

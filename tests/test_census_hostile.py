@@ -9,9 +9,9 @@ import math
 import pytest
 from flwr.app import Message, MetricRecord, RecordDict
 
-from fedgc.flower.inline_grid import InlineGrid
-from fedgc.flower.partition_grid import PartitionGrid, partition_id, read_partition
-from fedgc.scenario import validate
+from fedgc.flower.runtime.inline_grid import InlineGrid
+from fedgc.flower.server.partition_grid import PartitionGrid, partition_id, read_partition
+from fedgc.scenario.model import validate
 
 HOSTILE = [math.nan, math.inf, -math.inf, [1, 2], 2.5, -1, 2**40, 1e300, True]
 

@@ -1,4 +1,4 @@
-"""``fedgc check`` (fedgc/check.py) and the commands' help (issue 27): the check finds every file
+"""``fedgc check`` (fedgc/cli/check.py) and the commands' help (issue 27): the check finds every file
 without loading the training data unless ``--deep``; ``fedgc run --help`` and ``fedgc check --help``
 describe their own command in plain text; ``fedgc --help`` and the README point fetch at one page."""
 
@@ -10,9 +10,10 @@ import sys
 
 import pytest
 
-from fedgc import check, cli
+from fedgc import cli
+from fedgc.cli import check
+from fedgc.cli.run import parse_args
 from fedgc.invocation import as_invoked
-from fedgc.simulate import parse_args
 from tests.conftest import REPO
 
 QUICKSTART = str(REPO / "scenarios" / "quickstart.yaml")
@@ -30,15 +31,15 @@ def test_check_does_not_load_the_training_data_unless_deep(monkeypatch, capsys):
     assert check.main([QUICKSTART]) == 0
     assert capsys.readouterr().out.startswith("ok: quickstart: 10 clients, dataset digits")
     seen = []
-    monkeypatch.setattr("fedgc.simulate.main", lambda argv: seen.append(argv) or 0)
+    monkeypatch.setattr("fedgc.cli.run.main", lambda argv: seen.append(argv) or 0)
     assert check.main([QUICKSTART, "--deep", "--set", "rounds=2"]) == 0
     assert seen == [[QUICKSTART, "--set=rounds=2", "--check"]]
 
 
 @pytest.mark.slow
 def test_check_imports_no_data_loader_in_its_own_process():
-    code = ("import sys; from fedgc.check import main; code = main([%r]); "
-            "print(code, sorted(m for m in ('sklearn', 'fedgc.engines', 'fedgc.core.parts') if m in sys.modules))")
+    code = ("import sys; from fedgc.cli.check import main; code = main([%r]); "
+            "print(code, sorted(m for m in ('sklearn', 'fedgc.runs.engines', 'fedgc.core.parts') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code % QUICKSTART], capture_output=True, text=True, timeout=120,
                           check=False)
     assert proc.stdout.splitlines()[-1] == "0 []", proc.stderr

@@ -17,8 +17,8 @@ import pytest
 import torch
 import yaml
 
+from fedgc.cli.run import main
 from fedgc.core.checkpoint import CHECKPOINT
-from fedgc.simulate import main
 from tests.conftest import REPO
 
 
@@ -89,7 +89,7 @@ def test_sigkill_mid_run_then_resume_gives_identical_metrics(tmp_path, tiny_scen
 
     killed = tmp_path / "killed"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(killed), "--quiet"],
+    proc = subprocess.Popen([sys.executable, "-m", "fedgc.cli.run", str(path), "--out", str(killed), "--quiet"],
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     metrics = killed / "metrics.jsonl"
     deadline = time.monotonic() + 120
@@ -106,7 +106,7 @@ def test_sigkill_mid_run_then_resume_gives_identical_metrics(tmp_path, tiny_scen
     assert (killed / CHECKPOINT).is_file()
     assert not (killed / "summary.json").exists()
 
-    done = subprocess.run([sys.executable, "-m", "fedgc.simulate", "--resume", str(killed), "--quiet"],
+    done = subprocess.run([sys.executable, "-m", "fedgc.cli.run", "--resume", str(killed), "--quiet"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert metrics.read_bytes() == (reference / "metrics.jsonl").read_bytes()

@@ -1,4 +1,4 @@
-"""The ``fedgc`` console script: it dispatches to fedgc.simulate / fedgc.run_reports / fedgc.fetch with the
+"""The ``fedgc`` console script: it dispatches to fedgc.cli.run / fedgc.reports.run_reports / fedgc.fetch with the
 arguments unchanged, and a fresh folder with only the scenarios runs after ``fedgc fetch``."""
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ def fedgc(*args: str, cwd: Path | None = None, env: dict | None = None, drop: tu
 
 
 @pytest.mark.parametrize(("argv", "module", "expected"), [
-    (["run", "s.yaml", "--set", "rounds=2", "--out", "o"], "fedgc.simulate", ["s.yaml", "--set", "rounds=2", "--out", "o"]),
-    (["check", "s.yaml", "--set", "rounds=2"], "fedgc.check", ["s.yaml", "--set", "rounds=2"]),
-    (["report", "r1", "r2", "--format", "csv"], "fedgc.run_reports", ["r1", "r2", "--format", "csv"]),
+    (["run", "s.yaml", "--set", "rounds=2", "--out", "o"], "fedgc.cli.run", ["s.yaml", "--set", "rounds=2", "--out", "o"]),
+    (["check", "s.yaml", "--set", "rounds=2"], "fedgc.cli.check", ["s.yaml", "--set", "rounds=2"]),
+    (["report", "r1", "r2", "--format", "csv"], "fedgc.reports.run_reports", ["r1", "r2", "--format", "csv"]),
     (["fetch", "traces", "--dir", "d"], "fedgc.fetch", ["traces", "--dir", "d"]),
-    (["export-data", "s.yaml", "--out", "d"], "fedgc.export_data", ["s.yaml", "--out", "d"]),
+    (["export-data", "s.yaml", "--out", "d"], "fedgc.cli.export_data", ["s.yaml", "--out", "d"]),
 ])
 def test_subcommands_pass_their_arguments_unchanged(monkeypatch, argv, module, expected):
     seen = []
@@ -59,7 +59,7 @@ def test_an_old_python_gets_one_line(monkeypatch, capsys):
     assert cli.main(["run", "x.yaml"]) == 2
     assert capsys.readouterr().err == "fedgc: needs Python 3.11 or newer (this is Python 3.10.4)\n"
     # The module itself must parse on old Pythons for that message to be reachable.
-    ast.parse((REPO / "fedgc" / "cli.py").read_text(), feature_version=(3, 7))
+    ast.parse((REPO / "fedgc" / "cli" / "__init__.py").read_text(), feature_version=(3, 7))
 
 
 def test_requires_python_matches_the_check():
@@ -79,7 +79,7 @@ def test_check_run_and_report_through_the_console_script(tmp_path, tiny_scenario
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["rounds"] == 1
     report = fedgc("report", str(tmp_path / "run"), "--format", "csv")
     assert report.returncode == 0 and "tiny" in report.stdout, report.stderr
-    plain = subprocess.run([sys.executable, "-m", "fedgc.run_reports", str(tmp_path / "run"), "--format", "csv"],
+    plain = subprocess.run([sys.executable, "-m", "fedgc.reports.run_reports", str(tmp_path / "run"), "--format", "csv"],
                            capture_output=True, text=True, timeout=120, check=False)
     assert plain.stdout == report.stdout  # the python -m form keeps working, with the same output
 

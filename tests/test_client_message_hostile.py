@@ -23,13 +23,13 @@ from flwr.supercore.task_identity import TaskIdentity
 
 from fedgc.core.parts import build_model_for, federated_data
 from fedgc.flower import keys
-from fedgc.flower.client_app import MEMORY_KEY, PENDING_KEY, app
+from fedgc.flower.client.client_app import MEMORY_KEY, PENDING_KEY, app
 from fedgc.flower.client_checks import ClientRefusal
 from fedgc.flower.client_config import client_config_record
-from fedgc.flower.client_state import pack_state
 from fedgc.flower.keys import RESTORE_QUERY
 from fedgc.flower.setup import SCENARIO_YAML
-from fedgc.scenario import dump_scenario, validate
+from fedgc.flower.state.client_state import pack_state
+from fedgc.scenario.model import dump_scenario, validate
 from tests.flower_messages import instruction
 
 NAN, INF = float("nan"), float("inf")
@@ -392,7 +392,7 @@ def test_every_hostile_train_message_is_refused_with_its_reason_or_answered_corr
 
 def test_a_refusal_reaches_the_server_as_a_failed_client_with_its_reason():
     """Through the inline engine's error reply: the reason, not Python's words."""
-    from fedgc.flower.exchange import describe_failure
+    from fedgc.flower.server.exchange import describe_failure
 
     content = base_content()
     content.config_records[keys.CLIENT_CONFIG][keys.CC_LOCAL_STEPS] = 10**12

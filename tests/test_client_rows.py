@@ -11,12 +11,12 @@ import torch
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
-from fedgc.flower import client_app as fedgc_client
 from fedgc.flower import keys
-from fedgc.flower.inline_grid import InlineGrid
-from fedgc.flower.loop import run_rounds
-from fedgc.metrics import OUTCOMES, read_metrics
-from fedgc.scenario import validate
+from fedgc.flower.client import client_app as fedgc_client
+from fedgc.flower.runtime.inline_grid import InlineGrid
+from fedgc.flower.server.loop import run_rounds
+from fedgc.runs.metrics import OUTCOMES, read_metrics
+from fedgc.scenario.model import validate
 
 FAILING, HOSTILE = 2, 5
 

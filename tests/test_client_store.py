@@ -1,4 +1,4 @@
-"""The client-state store (``fedgc.flower.client_store``, scenario key ``client_state``): on disk it gives
+"""The client-state store (``fedgc.flower.state.client_store``, scenario key ``client_state``): on disk it gives
 the in-memory run's metrics byte for byte, survives a crash and a resume, and a damaged store is one
 line, never a traceback."""
 
@@ -20,12 +20,12 @@ import torch
 import yaml
 from flwr.app import ArrayRecord, ConfigRecord, RecordDict
 
+from fedgc.cli.run import main
 from fedgc.core.checkpoint import CHECKPOINT, CheckpointError
 from fedgc.core.checkpoint import load as load_checkpoint
-from fedgc.flower.client_store import STORE_FILE, check_store_for_resume, store_kind
-from fedgc.flower.disk_store import DamagedState, DiskStore, StoreError
-from fedgc.scenario import validate
-from fedgc.simulate import main
+from fedgc.flower.state.client_store import STORE_FILE, check_store_for_resume, store_kind
+from fedgc.flower.state.disk_store import DamagedState, DiskStore, StoreError
+from fedgc.scenario.model import validate
 from tests.conftest import REPO
 from tests.test_checkpoint import stateful_scenario
 
@@ -333,7 +333,7 @@ def test_sigkill_with_a_disk_store_then_resume_gives_identical_metrics(tmp_path,
     assert main([str(path), "--out", str(reference), "--quiet"]) == 0
     killed = tmp_path / "killed"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(killed), "--quiet"],
+    proc = subprocess.Popen([sys.executable, "-m", "fedgc.cli.run", str(path), "--out", str(killed), "--quiet"],
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     metrics = killed / "metrics.jsonl"
     deadline, rows = time.monotonic() + 120, 0
@@ -353,11 +353,11 @@ def test_sigkill_with_a_disk_store_then_resume_gives_identical_metrics(tmp_path,
     _swap(conn, swapped / STORE_FILE, load_checkpoint(swapped)[0]["transport"]["store"]["generation"])
     conn.commit()
     conn.close()
-    refused = subprocess.run([sys.executable, "-m", "fedgc.simulate", "--resume", str(swapped), "--quiet"],
+    refused = subprocess.run([sys.executable, "-m", "fedgc.cli.run", "--resume", str(swapped), "--quiet"],
                              cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert f"client-state store {swapped / STORE_FILE} is damaged" in refused.stderr, refused.stderr
-    done = subprocess.run([sys.executable, "-m", "fedgc.simulate", "--resume", str(killed), "--quiet"],
+    done = subprocess.run([sys.executable, "-m", "fedgc.cli.run", "--resume", str(killed), "--quiet"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert metrics.read_bytes() == (reference / "metrics.jsonl").read_bytes()
@@ -368,7 +368,7 @@ def test_flower_runtime_with_a_disk_store_matches_inline_in_memory(tmp_path, tin
     """Flower's simulation runtime with ``client_state.store: disk``: each node's state is loaded from the
     run folder's store for its message (``client_store_mod``) and Flower's contexts hold nothing."""
     pytest.importorskip("ray", reason="engine flower needs Ray: pip install 'fedgc[ray]'")
-    from fedgc.engines import run_inline
+    from fedgc.runs.engines import run_inline
     from tests.test_flower_engine import _rows, differences
 
     tiny_scenario["compression"] = {"name": "dgc", "density": 0.05, "momentum": 0.9, "warmup_rounds": 1}
@@ -408,7 +408,7 @@ def test_flower_runtime_with_a_disk_store_matches_inline_in_memory(tmp_path, tin
 def test_a_disk_store_adopts_the_states_a_checkpoint_holds_itself(tmp_path):
     """A checkpoint written with the states in it (the memory store, or fedgc before the store) resumes
     into a disk store: they become its only rows."""
-    from fedgc.flower.client_state import records_state
+    from fedgc.flower.state.client_state import records_state
 
     store = DiskStore(tmp_path / STORE_FILE)
     store.save(5, 9, _state(9.0))  # a row the checkpoint does not know
@@ -426,14 +426,14 @@ def test_a_temporary_store_left_by_a_killed_process_is_removed_by_the_next_one(t
     import sys
     import tempfile
 
-    from fedgc.flower.disk_store import open_disk_store, release_under
-    from fedgc.flower.inline_grid import STORE_DIR_PREFIX
-    from fedgc.temporary_folders import TemporaryFolder
+    from fedgc.flower.runtime.inline_grid import STORE_DIR_PREFIX
+    from fedgc.flower.state.disk_store import open_disk_store, release_under
+    from fedgc.runs.temporary_folders import TemporaryFolder
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
-    code = ("import os, signal, sys; from fedgc.flower.disk_store import open_disk_store\n"
-            "from fedgc.temporary_folders import TemporaryFolder\n"
+    code = ("import os, signal, sys; from fedgc.flower.state.disk_store import open_disk_store\n"
+            "from fedgc.runs.temporary_folders import TemporaryFolder\n"
             f"d = TemporaryFolder({STORE_DIR_PREFIX!r}); open_disk_store(d.path / 'client-state.sqlite')\n"
             "print(d.path, flush=True); os.kill(os.getpid(), signal.SIGKILL)")
     killed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
@@ -460,7 +460,7 @@ def test_a_run_without_a_folder_keeps_its_disk_store_in_a_temporary_folder_it_re
     import tempfile
 
     import fedgc
-    from fedgc.flower.inline_grid import STORE_DIR_PREFIX
+    from fedgc.flower.runtime.inline_grid import STORE_DIR_PREFIX
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR

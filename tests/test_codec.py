@@ -152,8 +152,8 @@ def test_mnist_cnn_topk_0001_compression_ratio():
     from flwr.app import Message, MessageType, MetricRecord, RecordDict
     from flwr.supercore.task_identity import TaskIdentity
 
-    from fedgc.flower.loop import dense_reply_bytes
     from fedgc.flower.message_size import message_wire_size
+    from fedgc.flower.server.loop import dense_reply_bytes
     from fedgc.models import build_model
 
     TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, 1

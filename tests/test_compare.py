@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedgc.compare import baseline_variants, human_summary
-from fedgc.metrics import read_summary
-from fedgc.scenario import load_scenario, validate
-from fedgc.simulate import main
+from fedgc.cli.run import main
+from fedgc.reports.compare import baseline_variants, human_summary
+from fedgc.runs.metrics import read_summary
+from fedgc.scenario.model import load_scenario, validate
 
 from .conftest import REPO
 
@@ -166,7 +166,7 @@ def _short_quickstart(folder) -> Path:
 def uninterrupted_quickstart(tmp_path_factory) -> bytes:
     """metrics.jsonl of the 12-round quickstart run without a stop, made once for both signals."""
     folder = tmp_path_factory.mktemp("quickstart")
-    done = subprocess.run([sys.executable, "-m", "fedgc.simulate", str(_short_quickstart(folder)), "--out",
+    done = subprocess.run([sys.executable, "-m", "fedgc.cli.run", str(_short_quickstart(folder)), "--out",
                            str(folder / "reference"), "--quiet"], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
@@ -183,7 +183,7 @@ def test_an_interrupted_quickstart_keeps_its_work_and_resumes_to_the_uninterrupt
     path = _short_quickstart(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(out), "--quiet"],
+    proc = subprocess.Popen([sys.executable, "-m", "fedgc.cli.run", str(path), "--out", str(out), "--quiet"],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509 — one call, no lock
     try:
@@ -200,14 +200,14 @@ def test_an_interrupted_quickstart_keeps_its_work_and_resumes_to_the_uninterrupt
     assert summary.stopped_reason == "interrupted" and 7 <= summary.rounds < 12
     said, resume = stderr.strip().splitlines()[-1].split("; resume with: ")
     assert said == f"interrupted after round {summary.rounds}"
-    # the command as it was started (python -m fedgc.simulate), so it runs as printed, here pasted below
-    assert resume.endswith(f" -m fedgc.simulate --resume {out}")
+    # the command as it was started (python -m fedgc run), so it runs as printed, here pasted below
+    assert resume.endswith(f" -m fedgc.cli.run --resume {out}")
     assert (out / "model.pt").is_file() and any((out / "plots").iterdir()) and (out / "checkpoint.pt").is_file()
     from .test_checkpoint import checkpoint_state
 
     assert checkpoint_state(out)["round"] == summary.rounds  # the resume starts after the round it stopped after
     assert stdout.startswith("quickstart: ")
-    from fedgc.run_reports import read_run
+    from fedgc.reports.run_reports import read_run
 
     assert read_run(out).summary.stopped_reason == "interrupted"  # fedgc report takes the folder as it is
     done = subprocess.run([*shlex.split(resume), "--quiet"], cwd=REPO,

@@ -15,7 +15,7 @@ from fedgc.compress.config import LEGACY_COMPRESSION_KEYS, CompressionConfig
 from fedgc.compress.downlink import DownlinkConfig
 from fedgc.compress.registry import COMPRESSORS, add_compressor, check_compressor
 from fedgc.compress.update import build_compression
-from fedgc.scenario import ScenarioError, validate
+from fedgc.scenario.model import ScenarioError, validate
 
 
 def scenario(**sections):
@@ -162,7 +162,7 @@ def test_a_compressor_class_is_checked():
 def test_setting_another_name_keeps_the_named_compressors_options_for_it(tmp_path):
     """``--set``/``--sweep compression.name=…`` over a DGC scenario: DGC's flat options are kept under
     ``compression.dgc``; the DGC point reads them again."""
-    from fedgc.scenario import load_scenario
+    from fedgc.scenario.model import load_scenario
 
     path = tmp_path / "s.yaml"
     path.write_text("name: s\nrounds: 1\ncompression: {name: dgc, momentum: 0.5, clip_norm: 2.0, error_feedback: false}\n"

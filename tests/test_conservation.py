@@ -23,13 +23,13 @@ from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
 from fedgc.compress.base import decompress
-from fedgc.flower import client_app as fedgc_client
-from fedgc.flower.downlink_mod import downlink_mod
-from fedgc.flower.inline_grid import InlineGrid
-from fedgc.flower.loop import run_rounds
+from fedgc.flower.client import client_app as fedgc_client
+from fedgc.flower.client.downlink_mod import downlink_mod
+from fedgc.flower.runtime.inline_grid import InlineGrid
+from fedgc.flower.server.loop import run_rounds
 from fedgc.flower.update_record import decode_update
-from fedgc.metrics import read_metrics
-from fedgc.scenario import validate
+from fedgc.runs.metrics import read_metrics
+from fedgc.scenario.model import validate
 
 
 class Ledger:

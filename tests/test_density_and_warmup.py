@@ -8,15 +8,15 @@ import torch
 import yaml
 
 import fedgc.compress  # noqa: F401  (registers the compressors)
+from fedgc.cli.run import main
 from fedgc.compress.base import CompressionContext
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.registry import COMPRESSORS, DENSITY_COMPRESSORS, uses_density
 from fedgc.compress.update import build_compression, compress_update
 from fedgc.compress.warmup import recorded_density, scheduled_density
-from fedgc.engines import run_inline
-from fedgc.metrics import read_metrics
-from fedgc.scenario import validate
-from fedgc.simulate import main
+from fedgc.runs.engines import run_inline
+from fedgc.runs.metrics import read_metrics
+from fedgc.scenario.model import validate
 
 
 def sent(name: str, density: float) -> torch.Tensor:

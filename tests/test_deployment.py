@@ -16,7 +16,7 @@ import pytest
 import tomli_w
 import yaml
 
-from fedgc.flower.runtime_processes import (
+from fedgc.flower.runtime.runtime_processes import (
     flower_env,
     flwr_run,
     free_port,

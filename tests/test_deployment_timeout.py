@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import time
 
-from fedgc.flower import exchange
-from fedgc.flower.exchange import MeasuredExchange
-from fedgc.flower.inline_grid import InlineGrid
-from fedgc.flower.partition_grid import partition_queries
-from fedgc.scenario import validate
+from fedgc.flower.runtime.inline_grid import InlineGrid
+from fedgc.flower.server import exchange
+from fedgc.flower.server.exchange import MeasuredExchange
+from fedgc.flower.server.partition_grid import partition_queries
+from fedgc.scenario.model import validate
 
 
 class DroppingLink(InlineGrid):

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from fedgc.flower.runtime_processes import ManagedProcess, flower_env, free_port, script
+from fedgc.flower.runtime.runtime_processes import ManagedProcess, flower_env, free_port, script
 
 pytestmark = [pytest.mark.deployment,
               pytest.mark.skipif(not (shutil.which("openssl") and shutil.which("ssh-keygen")),

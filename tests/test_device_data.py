@@ -22,8 +22,8 @@ from fedgc.core.parts import federated_data
 from fedgc.data import ArrayDataset
 from fedgc.data.base import DataFileError
 from fedgc.data.device_files import check_fits, load_device_data, save_device_data
-from fedgc.engines import run_scenario
-from fedgc.scenario import validate
+from fedgc.runs.engines import run_scenario
+from fedgc.scenario.model import validate
 
 from .test_deployment import SCENARIO, local_deployment, submit
 
@@ -82,7 +82,7 @@ def test_examples_must_fit_the_model_in_the_message():
 
 @pytest.mark.slow
 def test_export_data_refuses_a_folder_holding_files_unless_overwrite_replaces_an_earlier_export(tmp_path, capsys):
-    from fedgc.export_data import main as export_data
+    from fedgc.cli.export_data import main as export_data
 
     scenario_file = tmp_path / "s.yaml"
     scenario_file.write_text("name: s\nrounds: 1\ndata: {dataset: digits, num_clients: 3}\nmodel: {name: mlp}\n")
@@ -105,7 +105,7 @@ def test_export_data_writes_the_simulated_partitions(tmp_path):
     scenario_file = tmp_path / "s.yaml"
     scenario_file.write_text("name: s\nrounds: 1\ndata: {dataset: digits, num_clients: 3, partition: dirichlet}\n"
                              "model: {name: mlp}\n")
-    command = [sys.executable, "-m", "fedgc.export_data", str(scenario_file), "--out", str(tmp_path / "out")]
+    command = [sys.executable, "-m", "fedgc.cli.export_data", str(scenario_file), "--out", str(tmp_path / "out")]
     proc = subprocess.run([*command, "--partition", "2"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["partition-2"]
@@ -134,7 +134,7 @@ def test_two_supernodes_train_on_their_own_files(tmp_path, flower_app):
     files = tmp_path / "devices"
     tree = tmp_path / "skewed.yaml"
     tree.write_text(yaml.safe_dump(skewed))
-    proc = subprocess.run([sys.executable, "-m", "fedgc.export_data", str(tree), "--out", str(files)],
+    proc = subprocess.run([sys.executable, "-m", "fedgc.cli.export_data", str(tree), "--out", str(files)],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     sizes = [len(load_device_data(files / f"partition-{p}")) for p in (0, 1)]

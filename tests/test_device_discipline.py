@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import torch
 
+from fedgc.aggregation.server_optim import SERVER_OPTIMIZERS
 from fedgc.compress import compressor_names
 from fedgc.compress.aggregate import aggregate_payloads, coordinate_wise
 from fedgc.compress.base import CompressionContext
@@ -30,8 +31,7 @@ from fedgc.compress.payloads import decompress, payload_to
 from fedgc.compress.randomness import generator_on
 from fedgc.compress.update import build_compression, compress_update
 from fedgc.data.base import ArrayDataset
-from fedgc.flower.client_state import pack_state, unpack_state
-from fedgc.server_optim import SERVER_OPTIMIZERS
+from fedgc.flower.state.client_state import pack_state, unpack_state
 from fedgc.wire.codec import decode_bytes, encode_bytes
 
 CPU = torch.device("cpu")

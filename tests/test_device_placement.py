@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from fedgc.simulate import main
+from fedgc.cli.run import main
 
 
 def _run(tmp_path, tiny_scenario, name: str, device: str | None, capsys, **keys) -> tuple[int, str]:
@@ -52,7 +52,7 @@ def test_deterministic_algorithms_are_on_inside_and_restored_after():
 def test_a_node_asks_for_deterministic_training_in_its_node_config():
     from flwr.app import Context, RecordDict
 
-    from fedgc.flower.client_app import client_deterministic
+    from fedgc.flower.client.client_app import client_deterministic
 
     def context(node_config):
         return Context(run_id=1, node_id=1, node_config=node_config, state=RecordDict(), run_config={})
@@ -78,8 +78,8 @@ def test_a_malformed_device_is_a_scenario_error(tmp_path, tiny_scenario, capsys,
 def test_flower_client_processes_reserve_a_gpu_share_only_on_a_gpu(tiny_scenario):
     """Ray hides the GPUs from a client process that reserved none: on a GPU the runtime is asked for
     each client's share (the scenario's, else a quarter), on the CPU for nothing."""
-    from fedgc.flower.flower_engine import federation_config
-    from fedgc.scenario import ScenarioError, validate
+    from fedgc.flower.runtime.flower_engine import federation_config
+    from fedgc.scenario.model import ScenarioError, validate
 
     flower = validate({**tiny_scenario, "engine": "flower"})
     assert federation_config(flower, torch.device("cpu")) == ["num-supernodes=4"]

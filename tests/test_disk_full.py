@@ -39,7 +39,7 @@ def small_disk(tmp_path):
 
 
 def simulate(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fedgc.simulate", *args, "--quiet"], cwd=REPO, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "fedgc.cli.run", *args, "--quiet"], cwd=REPO, capture_output=True,
                           text=True, timeout=300, check=False, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 

@@ -17,16 +17,16 @@ from fedgc.compress.downlink import (
     make_download,
     model_digest,
 )
-from fedgc.flower import client_app as fedgc_client
+from fedgc.flower.client import client_app as fedgc_client
+from fedgc.flower.client.downlink_mod import REPLICA_KEY, downlink_mod, initial_model
 from fedgc.flower.client_config import client_config_record
-from fedgc.flower.client_state import pack_state, unpack_state
-from fedgc.flower.downlink_mod import REPLICA_KEY, downlink_mod, initial_model
-from fedgc.flower.downlink_stage import DELTA_KEY, RESET, DownlinkStage
-from fedgc.flower.inline_grid import InlineGrid
-from fedgc.flower.loop import run_rounds
+from fedgc.flower.runtime.inline_grid import InlineGrid
+from fedgc.flower.server.downlink_stage import DELTA_KEY, RESET, DownlinkStage
+from fedgc.flower.server.loop import run_rounds
+from fedgc.flower.state.client_state import pack_state, unpack_state
 from fedgc.flower.update_record import decode_update, encode_update
-from fedgc.metrics import read_metrics
-from fedgc.scenario import ScenarioError, validate
+from fedgc.runs.metrics import read_metrics
+from fedgc.scenario.model import ScenarioError, validate
 
 
 def weights(seed: int) -> dict[str, torch.Tensor]:

@@ -12,12 +12,12 @@ import pytest
 import torch
 from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
 
-from fedgc.engines import run_inline
-from fedgc.flower.client_app import app as client_app
-from fedgc.flower.inline_grid import InlineGrid
-from fedgc.flower.loop import run_rounds
+from fedgc.flower.client.client_app import app as client_app
+from fedgc.flower.runtime.inline_grid import InlineGrid
+from fedgc.flower.server.loop import run_rounds
 from fedgc.flower.setup import SCENARIO_YAML
-from fedgc.scenario import dump_scenario, validate
+from fedgc.runs.engines import run_inline
+from fedgc.scenario.model import dump_scenario, validate
 
 SUMMARY_KEYS = {"rounds", "final_accuracy", "best_accuracy", "sim_time_s", "wall_time_s", "bytes_up", "bytes_down",
                 "dense_bytes_up", "compression_ratio_up", "target_accuracy", "time_to_target_s", "clients_completed",
@@ -109,7 +109,7 @@ def test_clients_over_selection_discards_are_not_dropouts(tmp_path, tiny_scenari
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert all((r["selected"], r["completed"], r["discarded"], r["late"], r["cut"]) == (4, 2, 2, 0, 0) for r in rows)
     assert (summary.clients_dropped, summary.clients_discarded) == (0, 4)
-    from fedgc.run_reports import read_run, render, report_row
+    from fedgc.reports.run_reports import read_run, render, report_row
 
     row = report_row(read_run(tmp_path))
     assert (row.dropouts, row.discarded) == (0, 4)
@@ -136,7 +136,7 @@ def simulate_with_env(tmp_path, name: str, **env: str) -> subprocess.CompletedPr
     scenario = tmp_path / "threads.yaml"
     scenario.write_text(THREADS_SCENARIO)
     environment = {k: v for k, v in os.environ.items() if k != "FEDGC_THREADS"} | env
-    return subprocess.run([sys.executable, "-m", "fedgc.simulate", str(scenario), "--quiet", "--out",
+    return subprocess.run([sys.executable, "-m", "fedgc.cli.run", str(scenario), "--quiet", "--out",
                            str(tmp_path / name)], env=environment, capture_output=True, text=True, timeout=300,
                           check=False)
 

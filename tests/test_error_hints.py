@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fedgc.cli.run import main
 from fedgc.data.mnist import load_mnist_dir
 from fedgc.fetch.hint import fetch_command
 from fedgc.invocation import as_invoked
-from fedgc.scenario import ScenarioError, load_scenario, load_tree, validate
-from fedgc.simulate import main
+from fedgc.scenario.model import ScenarioError, load_scenario, load_tree, validate
 
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "scenarios" / "quickstart.yaml"

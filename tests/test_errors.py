@@ -82,14 +82,14 @@ def test_the_family_s_classes_derive_from_fedgc_error():
     from fedgc.data.base import DataFileError
     from fedgc.data.partition.base import PartitionError
     from fedgc.data.user import UserDataError
-    from fedgc.engines import EngineUnavailable
     from fedgc.execution.device import DeviceError
     from fedgc.fetch.download import FetchError
-    from fedgc.metrics import MetricsFileError
-    from fedgc.paths import PathError
-    from fedgc.run_folder import RunFolderError as ClaimError
-    from fedgc.sweep_plan import SweepError
-    from fedgc.tensorboard import TensorBoardUnavailable
+    from fedgc.reports.tensorboard import TensorBoardUnavailable
+    from fedgc.runs.engines import EngineUnavailable
+    from fedgc.runs.folder import RunFolderError as ClaimError
+    from fedgc.runs.metrics import MetricsFileError
+    from fedgc.scenario.paths import PathError
+    from fedgc.sweeps.plan import SweepError
 
     family = [fedgc.ScenarioError, fedgc.PluginError, fedgc.RunFolderError, ClaimError, UserDataError, SweepError,
               EngineUnavailable, CheckpointError, DataFileError, PartitionError, DeviceError, MetricsFileError,

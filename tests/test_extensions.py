@@ -17,7 +17,7 @@ import torch
 from pydantic import BaseModel, ConfigDict
 
 import fedgc
-from fedgc import import_paths
+from fedgc.plugins import import_paths
 
 pytestmark = pytest.mark.usefixtures("isolated_registries")
 
@@ -148,7 +148,7 @@ def test_a_model_a_dataset_and_a_compressor_from_python(tmp_path):
     run = fedgc.run(tree)
     assert run.summary.final_accuracy > 0.8  # a linearly separable set: the user's data and model learn
     with pytest.raises(ValueError, match=r"engine .flower.: model two_layer_.* registered from Python"):
-        from fedgc.engines import run_flower
+        from fedgc.runs.engines import run_flower
 
         run_flower(fedgc.Scenario.from_dict({**tree, "engine": "flower"}), None)
 
@@ -156,7 +156,7 @@ def test_a_model_a_dataset_and_a_compressor_from_python(tmp_path):
 @pytest.mark.parametrize("kind", ["aggregator", "server_optimizer"])
 def test_a_server_part_registered_from_python_is_refused_by_the_flower_engine_in_one_line(kind, isolated_registries):
     """The flower engine's server loop runs in Flower's simulation process, which cannot know it either."""
-    from fedgc.engines import run_flower
+    from fedgc.runs.engines import run_flower
 
     class Mean(fedgc.Aggregator):
         name = "python_mean"

@@ -14,7 +14,7 @@ import pytest
 import tomli_w
 import yaml
 
-from fedgc.flower.runtime_processes import (
+from fedgc.flower.runtime.runtime_processes import (
     flower_env,
     flwr_run,
     free_port,
@@ -22,7 +22,7 @@ from fedgc.flower.runtime_processes import (
     start_supernode,
     write_connection,
 )
-from fedgc.scenario import validate
+from fedgc.scenario.model import validate
 
 from .test_extensions import MODULE
 from .test_flower_engine import _rows, differences
@@ -50,7 +50,7 @@ def plugin_scenario(tmp_path, monkeypatch):
 @pytest.mark.ray
 def test_a_user_model_and_compressor_on_flowers_simulation_runtime(tmp_path, plugin_scenario):
     pytest.importorskip("ray", reason="engine flower needs Ray: pip install 'fedgc[ray]'")
-    from fedgc.engines import run_flower, run_inline
+    from fedgc.runs.engines import run_flower, run_inline
 
     _, _, tree = plugin_scenario
     scenario = validate(tree)

@@ -10,14 +10,14 @@ import yaml
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
+from fedgc.cli.run import main
 from fedgc.core.records import idle_reason
-from fedgc.flower import client_app as fedgc_client
-from fedgc.flower.exchange import describe_failure
-from fedgc.flower.inline_grid import InlineGrid
-from fedgc.flower.loop import run_rounds
-from fedgc.metrics import FailureLog, RoundRecord, read_jsonl, read_metrics
-from fedgc.scenario import validate
-from fedgc.simulate import main
+from fedgc.flower.client import client_app as fedgc_client
+from fedgc.flower.runtime.inline_grid import InlineGrid
+from fedgc.flower.server.exchange import describe_failure
+from fedgc.flower.server.loop import run_rounds
+from fedgc.runs.metrics import FailureLog, RoundRecord, read_jsonl, read_metrics
+from fedgc.scenario.model import validate
 
 BROKEN_NODE = 2
 

@@ -18,8 +18,8 @@ import pytest
 
 from fedgc.fetch import main
 from fedgc.fetch.catalog import load_entries
-from fedgc.paths import user_cache_dir
-from fedgc.scenario import load_tree
+from fedgc.scenario.model import load_tree
+from fedgc.scenario.paths import user_cache_dir
 from tests.conftest import REPO, get_shared, shared_dir
 
 FEDGC = Path(sys.executable).with_name("fedgc")

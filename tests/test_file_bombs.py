@@ -14,7 +14,7 @@ import time
 import pytest
 import yaml
 
-from fedgc.simulate import main
+from fedgc.cli.run import main
 
 TINY = "name: t\nrounds: 1\ndata: {dataset: digits, num_clients: 2}\nmodel: {name: mlp}\n"
 LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(

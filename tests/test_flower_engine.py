@@ -25,8 +25,8 @@ import uuid
 import pytest
 import yaml
 
-from fedgc.engines import run_flower, run_inline
-from fedgc.scenario import dump_scenario, validate
+from fedgc.runs.engines import run_flower, run_inline
+from fedgc.scenario.model import dump_scenario, validate
 
 from .conftest import REPO
 
@@ -99,7 +99,7 @@ def test_flower_engine_without_ray_is_a_one_line_error(tmp_path):
     scenario = tmp_path / "s.yaml"
     scenario.write_text("name: s\nrounds: 1\nengine: flower\ndata: {dataset: digits, num_clients: 2}\n"
                         "model: {name: mlp}\n")
-    code = ("import sys; sys.modules['ray'] = None; from fedgc.simulate import main; "
+    code = ("import sys; sys.modules['ray'] = None; from fedgc.cli.run import main; "
             f"sys.exit(main([{str(scenario)!r}, '--out', {str(tmp_path / 'out')!r}, '--quiet']))")
     result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, cwd=REPO,
                             timeout=120)
@@ -109,7 +109,7 @@ def test_flower_engine_without_ray_is_a_one_line_error(tmp_path):
 
 
 def test_generated_app_names_the_same_components_and_config_keys():
-    from fedgc.flower.flower_engine import APP_PYPROJECT
+    from fedgc.flower.runtime.flower_engine import APP_PYPROJECT
 
     ours = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["flwr"]
     generated = tomllib.loads(APP_PYPROJECT)["tool"]["flwr"]
@@ -122,8 +122,8 @@ def test_partition_grid_labels_nodes_by_partition(tiny_scenario):
     """The census on the inline grid: node n holds partition n - 1, so labels are the ids themselves."""
     from flwr.app import ConfigRecord, Message, RecordDict
 
-    from fedgc.flower.inline_grid import InlineGrid
-    from fedgc.flower.partition_grid import PartitionGrid
+    from fedgc.flower.runtime.inline_grid import InlineGrid
+    from fedgc.flower.server.partition_grid import PartitionGrid
 
     grid = InlineGrid.for_scenario(validate(tiny_scenario))
     partitioned = PartitionGrid.census(grid, expected=4, wait_s=10)
@@ -184,7 +184,7 @@ def test_an_interrupted_flower_run_leaves_no_process_and_stops_writing(tmp_path,
     env = {**os.environ, "PYTHONPATH": str(REPO), "FEDGC_TEST_MARK": mark}
     # As from a terminal: a shell without job control starts background commands with SIGINT ignored
     # (and Python then keeps ignoring it), which is not the Ctrl-C this test is about.
-    proc = subprocess.Popen([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(out), "--quiet"],
+    proc = subprocess.Popen([sys.executable, "-m", "fedgc.cli.run", str(path), "--out", str(out), "--quiet"],
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509 — no threads fork here
     metrics = out / "metrics.jsonl"
@@ -219,7 +219,7 @@ def test_resume_of_a_flower_run_without_a_checkpoint_is_a_one_line_error_that_ch
                                                                                               capsys):
     """Refused in this process, before the runtime starts."""
     pytest.importorskip("ray", reason="engine flower needs Ray: pip install 'fedgc[ray]'")
-    from fedgc.simulate import main
+    from fedgc.cli.run import main
 
     run = tmp_path / "run"
     run.mkdir()
@@ -249,7 +249,7 @@ def test_sigkill_of_a_flower_run_then_resume_gives_the_uninterrupted_metrics(tmp
     path.write_text(yaml.safe_dump({**tiny_scenario, "engine": "flower"}))
     killed, mark = tmp_path / "killed", uuid.uuid4().hex
     env = {**os.environ, "PYTHONPATH": str(REPO), "FEDGC_TEST_MARK": mark}
-    proc = subprocess.Popen([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(killed), "--quiet"],
+    proc = subprocess.Popen([sys.executable, "-m", "fedgc.cli.run", str(path), "--out", str(killed), "--quiet"],
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     metrics = killed / "metrics.jsonl"
     try:
@@ -270,7 +270,7 @@ def test_sigkill_of_a_flower_run_then_resume_gives_the_uninterrupted_metrics(tmp
     assert 5 <= rows_at_kill < 16 and (killed / "checkpoint.pt").is_file()
     assert not (killed / "summary.json").exists()
     env["FEDGC_TEST_MARK"] = uuid.uuid4().hex
-    done = subprocess.run([sys.executable, "-m", "fedgc.simulate", "--resume", str(killed), "--quiet"],
+    done = subprocess.run([sys.executable, "-m", "fedgc.cli.run", "--resume", str(killed), "--quiet"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=400, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert differences(_rows(reference), _rows(killed)) == []

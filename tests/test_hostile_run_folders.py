@@ -2,8 +2,8 @@
 links in it. fedgc signals a process only when it can prove the process is the folder's runtime (the
 run's token and the folder's identity in the process's own environment, or descent from such a
 process), never on a pid and start time read from a file, never pid 1, itself, its ancestors or a
-kernel thread; and it writes a run folder's files never through a link (``fedgc.run_folder``,
-``fedgc.runtime_record``, ``fedgc.bounded.open_no_follow``)."""
+kernel thread; and it writes a run folder's files never through a link (``fedgc.runs.folder``,
+``fedgc.runs.runtime_record``, ``fedgc.bounded.open_no_follow``)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedgc.process_tree import (
+from fedgc.cli.run import main
+from fedgc.runs.folder import LOCK_NAME
+from fedgc.runs.process_tree import (
     PF_KTHREAD,
     RUNTIME_FOLDER,
     RUNTIME_TOKEN,
@@ -30,9 +32,7 @@ from fedgc.process_tree import (
     proc_start_time,
     terminate,
 )
-from fedgc.run_folder import LOCK_NAME
-from fedgc.runtime_record import RECORD, leftovers, stop_leftovers
-from fedgc.simulate import main
+from fedgc.runs.runtime_record import RECORD, leftovers, stop_leftovers
 
 from .conftest import REPO
 
@@ -52,7 +52,7 @@ def finished_run(tmp_path_factory) -> Path:
                                     "model": {"name": "mlp"}, "client": {"local_steps": 3, "batch_size": 16, "lr": 0.1},
                                     "compression": {"name": "topk", "density": 0.05}, "strategy": {"fraction": 1.0}}))
     out = work / "run"
-    done = subprocess.run([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(out), "--quiet"], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "fedgc.cli.run", str(path), "--out", str(out), "--quiet"], cwd=REPO,
                           env=ENV, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return out
@@ -76,7 +76,7 @@ def record_naming(folder: Path, pid: int) -> None:
 
 
 def resume(folder: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fedgc.simulate", "--resume", str(folder), "--quiet"], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "fedgc.cli.run", "--resume", str(folder), "--quiet"], cwd=REPO,
                           env=ENV, capture_output=True, text=True, timeout=300, check=False)
 
 
@@ -134,7 +134,7 @@ def test_a_record_naming_a_shell_leaves_it_and_its_two_children_running(run):
 SHELL = """
 "$PYTHON" -c 'import sys; from pathlib import Path; from tests.test_hostile_run_folders import record_naming
 record_naming(Path(sys.argv[1]), int(sys.argv[2]))' "$1" $$ || exit 9
-"$PYTHON" -m fedgc.simulate --resume "$1" --quiet > /dev/null
+"$PYTHON" -m fedgc.cli.run --resume "$1" --quiet > /dev/null
 echo "the shell survived its resume: $?"
 """
 
@@ -168,7 +168,7 @@ def test_a_record_naming_kernel_threads_signals_none_and_returns_at_once(tmp_pat
 def test_terminate_never_signals_a_kernel_thread_itself_or_its_parent():
     """Whatever ``find`` returns: here a kernel thread, the calling process and its parent (a shell
     that prints once its child is done)."""
-    code = ("import os; from fedgc.process_tree import terminate; "
+    code = ("import os; from fedgc.runs.process_tree import terminate; "
             "left = terminate(lambda: [2, os.getpid(), os.getppid()], grace_s=0.2); print('child lived', left)")
     done = subprocess.run(["bash", "-c", f'"$PYTHON" -c "{code}"; echo parent lived'], cwd=REPO,
                           env={**ENV, "PYTHON": sys.executable}, capture_output=True, text=True, timeout=120,
@@ -249,8 +249,8 @@ def test_the_run_folder_writers_never_write_through_a_link(finished_run, tmp_pat
     """metrics.jsonl appended to, the checkpoint, summary.json and runtime.json written through their
     temporary files: a link at any of them is refused in one OSError line, the file it names unchanged."""
     from fedgc.core.checkpoint import CheckpointWriteError, write_file
-    from fedgc.metrics import MetricsLog, RoundRecord, Summary, parse_record, write_summary
-    from fedgc.runtime_record import write_record
+    from fedgc.runs.metrics import MetricsLog, RoundRecord, Summary, parse_record, write_summary
+    from fedgc.runs.runtime_record import write_record
 
     victim = tmp_path / "victim"
     victim.write_bytes(VICTIM)
@@ -284,7 +284,7 @@ def test_the_guard_counts_a_session_only_while_the_watched_process_leads_it():
     """The guard finds a watched process's session by its pid, which names another process once the
     watched one is gone: a session is counted only while its leader is the watched process (pid and
     start time); once the leader is gone, only its remembered tree is."""
-    from fedgc.process_guard import _Watched
+    from fedgc.runs.process_guard import _Watched
 
     with started(["bash", "-c", "sleep 1000 & wait"], start_new_session=True) as (leader,):
         deadline = time.monotonic() + 20

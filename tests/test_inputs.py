@@ -16,14 +16,14 @@ import simpy
 import yaml
 from pydantic import ValidationError
 
+from fedgc.cli.run import main
 from fedgc.data import DataFileError, load_federated
 from fedgc.data.config import DataConfig
 from fedgc.network.build import build_network
 from fedgc.network.config import NetworkConfig
 from fedgc.network.piecewise import PeriodicRate
 from fedgc.network.traces import MAHIMAHI_PACKET_BITS, read_mahimahi
-from fedgc.scenario import ScenarioError, dump_scenario, load_scenario, load_tree, parse_override, validate
-from fedgc.simulate import main
+from fedgc.scenario.model import ScenarioError, dump_scenario, load_scenario, load_tree, parse_override, validate
 
 
 def _write(tmp_path: Path, tree_or_text, name: str = "s.yaml") -> Path:
@@ -243,7 +243,7 @@ def test_the_dumped_scenario_reads_back_the_same(tiny_scenario, name):
 
 
 def load_tree_from_text(text: str) -> dict:
-    from fedgc.yaml12 import load
+    from fedgc.scenario.yaml12 import load
 
     return load(text)
 
@@ -303,7 +303,7 @@ def test_environment_variables_in_paths(tmp_path, monkeypatch, tiny_scenario):
 
 
 def test_yaml_1_2_core_schema_scalars():
-    from fedgc.yaml12 import load
+    from fedgc.scenario.yaml12 import load
 
     text = ("a: 010\nb: 0o17\nc: 0x1F\nd: 1:30\ne: yes\nf: TRUE\ng: ~\nh: 2024-01-01\ni: 1_000\nj: 1e-3\n"
             "k: .5\nl: -.inf\nm: off\n")

@@ -20,7 +20,7 @@ BARE_PATH = os.pathsep.join(p for p in ("/usr/bin", "/bin") if os.path.isdir(p))
 
 STARTS = {  # how the user started fedgc; PATH without (or with) this environment's bin
     "python -m fedgc": ([sys.executable, "-m", "fedgc", "check", NEEDS_MNIST], BARE_PATH),
-    "python -m fedgc.simulate": ([sys.executable, "-m", "fedgc.simulate", NEEDS_MNIST, "--check"], BARE_PATH),
+    "python -m fedgc run": ([sys.executable, "-m", "fedgc.cli.run", NEEDS_MNIST, "--check"], BARE_PATH),
     "bin/fedgc by its path": ([str(BIN / "fedgc"), "check", NEEDS_MNIST], BARE_PATH),
     "fedgc on PATH": (["fedgc", "check", NEEDS_MNIST], f"{BIN}{os.pathsep}{BARE_PATH}"),
 }

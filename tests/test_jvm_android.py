@@ -29,7 +29,7 @@ NEEDED = ("android-23.jar", "core-lambda-stubs.jar", "dx-10.0.0.jar")
 
 
 def test_unsigned_helpers_equal_the_jdks(jar):  # noqa: F811
-    result = subprocess.run(["java", "-cp", f"{JAR}{os.pathsep}{TESTS_JAR}", "fedgc.check.UnsignedCheck"],
+    result = subprocess.run(["java", "-cp", f"{JAR}{os.pathsep}{TESTS_JAR}", "fedgc.cli.check.UnsignedCheck"],
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0 and result.stdout.startswith("unsigned ok"), result.stdout + result.stderr
 
@@ -38,7 +38,9 @@ def test_main_sources_compile_against_android_23_and_dex_at_api_26(jar):  # noqa
     missing = [name for name in NEEDED if not (ANDROID / name).is_file()]
     if missing:
         pytest.skip(f"Android platform jar / dx not found under {ANDROID} ({', '.join(missing)} missing; "
-                    "set FEDGC_SHARED_DIR to the folder holding android/)")
+                    "set FEDGC_SHARED_DIR to the shared folder holding android/; no fetch command gets them: "
+                    "they are Debian bullseye's libandroid-23-java and dalvik-exchange jars and a stubs jar, "
+                    "android/PROVENANCE.md)")
     result = subprocess.run(["bash", str(REPO / "clients" / "jvm" / "android-check.sh")],
                             env={**os.environ, "FEDGC_SHARED_DIR": str(shared_dir())},
                             capture_output=True, text=True, timeout=400, check=False)

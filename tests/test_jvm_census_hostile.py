@@ -5,7 +5,7 @@ Before (issue 28): a SuperNode answering the partition query with a ``partition-
 a list raised ``ValueError``/``OverflowError``/``TypeError`` in the server's census; with two honest
 nodes and one such node the ServerApp died before round 1 (and ``flwr run`` exited 0); a late joiner
 doing the same killed a run midway. Here the hostile node is the JVM SuperNode with a test handler
-(``fedgc.check.HostilePartitionHandler``) that answers the query with NaN, started before the honest
+(``fedgc.cli.check.HostilePartitionHandler``) that answers the query with NaN, started before the honest
 Python SuperNodes; a second one, answering a list, connects once the census is done. The run must
 finish every round with the two honest nodes, every update applied, exit 0.
 """
@@ -21,7 +21,7 @@ import pytest
 import tomli_w
 import yaml
 
-from fedgc.flower.runtime_processes import (
+from fedgc.flower.runtime.runtime_processes import (
     ManagedProcess,
     flower_env,
     flwr_run,
@@ -51,7 +51,7 @@ SCENARIO = {
 def hostile_node(port: int, value: str, log, env: dict, data_dir) -> ManagedProcess:
     command = ["java", "-cp", f"{JAR}{os.pathsep}{TESTS_JAR}", "fedgc.client.Main", "--superlink", f"127.0.0.1:{port}",
                "--insecure", "--node-config", "partition-id=2 num-partitions=3", "--data-dir", str(data_dir),
-               "--poll-interval", "0.2", "--handler", "fedgc.check.HostilePartitionHandler"]
+               "--poll-interval", "0.2", "--handler", "fedgc.cli.check.HostilePartitionHandler"]
     return ManagedProcess(command, log, {**env, "FEDGC_HOSTILE_PARTITION": value})
 
 

@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 import tomli_w
 
-from fedgc.flower.runtime_processes import (
+from fedgc.flower.runtime.runtime_processes import (
     ManagedProcess,
     flower_env,
     flwr_run,

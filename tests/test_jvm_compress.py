@@ -39,8 +39,8 @@ from fedgc.compress.dgc import clip_update
 from fedgc.compress.registry import COMPRESSORS
 from fedgc.compress.update import build_compression, compress_update
 from fedgc.compress.warmup import scheduled_density
-from fedgc.flower.client_app import settle_pending
-from fedgc.flower.client_state import pack_state, unpack_state
+from fedgc.flower.client.client_app import settle_pending
+from fedgc.flower.state.client_state import pack_state, unpack_state
 from fedgc.flower.update_record import UPDATE_KEY, encode_update
 from fedgc.wire.codec import CodecError, decode_bytes, encode_bytes
 
@@ -52,7 +52,7 @@ VECTORS = Path(__file__).parent / "vectors"
 
 
 def java(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(["java", "-cp", f"{JAR}{os.pathsep}{TESTS_JAR}", "fedgc.check.JvmCheck", *args],
+    return subprocess.run(["java", "-cp", f"{JAR}{os.pathsep}{TESTS_JAR}", "fedgc.cli.check.JvmCheck", *args],
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 

@@ -34,7 +34,7 @@ import pytest
 import tomli_w
 import yaml
 
-from fedgc.flower.runtime_processes import (
+from fedgc.flower.runtime.runtime_processes import (
     ManagedProcess,
     flower_env,
     flwr_run,
@@ -64,7 +64,7 @@ BASE = {
 
 def export_partition(scenario: dict, tmp_path: Path) -> Path:
     """``fedgc export-data`` of the JVM node's partition: DIR/train.npz, as a device would hold it."""
-    from fedgc.export_data import main as export_data
+    from fedgc.cli.export_data import main as export_data
 
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(scenario))
@@ -306,7 +306,7 @@ def test_jvm_node_over_tls_survives_a_kill_and_loses_nothing(tmp_path, flower_ap
 
         secure = [*tls, "--auth-supernode-private-key", "jvm-key", "--heartbeat-interval", "10"]
         first = jvm_node(port, data_dir, logs / "jvm-1.log", {**jvm_env, "FEDGC_HOLD_ROUND": str(held_round)},
-                         *secure, handler="fedgc.check.LedgerHandler", cwd=tmp_path)
+                         *secure, handler="fedgc.cli.check.LedgerHandler", cwd=tmp_path)
         processes.append(first)
         config, out = run_config(scenario, tmp_path)
         log = tmp_path / "flwr-run.log"
@@ -321,7 +321,7 @@ def test_jvm_node_over_tls_survives_a_kill_and_loses_nothing(tmp_path, flower_ap
         os.kill(first.process.pid, signal.SIGKILL)
         first.process.wait(timeout=10)
         # Restarted at once: it waits until the SuperLink has marked the dead session offline.
-        second = jvm_node(port, data_dir, logs / "jvm-2.log", jvm_env, *secure, handler="fedgc.check.LedgerHandler",
+        second = jvm_node(port, data_dir, logs / "jvm-2.log", jvm_env, *secure, handler="fedgc.cli.check.LedgerHandler",
                           cwd=tmp_path)
         processes.append(second)
         runner.join(timeout=330)

@@ -45,7 +45,7 @@ import pytest
 import tomli_w
 import yaml
 
-from fedgc.flower.runtime_processes import (
+from fedgc.flower.runtime.runtime_processes import (
     ManagedProcess,
     flower_env,
     flwr_run,
@@ -197,7 +197,7 @@ class CountingProxy:
 
 
 def export_device(scenario: dict, tmp_path: Path) -> Path:
-    from fedgc.export_data import main as export_data
+    from fedgc.cli.export_data import main as export_data
 
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(scenario))

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from fedgc.flower.runtime_processes import flower_env, free_port, start_superlink
+from fedgc.flower.runtime.runtime_processes import flower_env, free_port, start_superlink
 
 from .test_jvm_client import JAR, TESTS_JAR, jar  # noqa: F401  (the fixture: make jvm, or skip)
 

@@ -1,5 +1,5 @@
 """The JVM client's pure-Java trainer (clients/jvm/src/main/java/fedgc/train) against fedgc's PyTorch
-local training (fedgc.training.train_local) for the ``logreg`` and ``mlp`` models.
+local training (fedgc.execution.training.train_local) for the ``logreg`` and ``mlp`` models.
 
 Same initial weights (fedgc's build_model, handed to Java as an .npz of the state_dict), same data
 (an .npz of x and y, read by Java's Dataset.loadNpz: zip + .npy), same batch order (the permutations
@@ -21,8 +21,8 @@ import pytest
 import torch
 
 from fedgc.data.base import ArrayDataset
+from fedgc.execution.training import train_local
 from fedgc.models import build_model
-from fedgc.training import train_local
 
 from .test_jvm_client import JAR, TESTS_JAR, jar  # noqa: F401  (the fixture: make jvm, or skip)
 
@@ -55,7 +55,7 @@ def test_java_trainer_matches_pytorch(tmp_path, model_name, options, momentum, w
 
     result = train_local(model, ArrayDataset(x, y), steps=steps, batch_size=batch, lr=lr,
                          generator=torch.Generator().manual_seed(seed), momentum=momentum, weight_decay=weight_decay)
-    java = subprocess.run(["java", "-cp", f"{JAR}{os.pathsep}{TESTS_JAR}", "fedgc.check.JvmCheck", "train",
+    java = subprocess.run(["java", "-cp", f"{JAR}{os.pathsep}{TESTS_JAR}", "fedgc.cli.check.JvmCheck", "train",
                            str(tmp_path)], capture_output=True, text=True, timeout=120, check=False)
     assert java.returncode == 0, java.stdout + java.stderr
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fedgc.metrics import read_rounds
+from fedgc.runs.metrics import read_rounds
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "metrics_read.py"
 ROWS = 5_000

@@ -8,8 +8,8 @@ import torch
 from torch import nn
 
 from fedgc.data.base import ArrayDataset
+from fedgc.execution.training import evaluate, train_local
 from fedgc.models import MODELS, build_model, parameter_count, validate_model_options
-from fedgc.training import evaluate, train_local
 
 # name, input shape, classes, parameters (hand-checked against the papers' architectures)
 CASES = [

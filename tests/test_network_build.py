@@ -15,7 +15,7 @@ from fedgc.network.config import NetworkConfig
 from fedgc.network.links import ConstantLink, GilbertElliottLink, TraceLink
 from fedgc.network.profiles import PROFILES
 from fedgc.network.timeline import ClientJob
-from fedgc.scenario import ScenarioError, validate
+from fedgc.scenario.model import ScenarioError, validate
 
 
 def build(n=4, seed=0, **keys):
@@ -201,7 +201,7 @@ def test_next_on_is_the_first_online_moment(tmp_path):
 
 
 def test_when_everybody_is_offline_the_round_waits_for_the_first_to_return(tmp_path):
-    from fedgc.flower.exchange import SimulatedExchange
+    from fedgc.flower.server.exchange import SimulatedExchange
 
     path = tmp_path / "avail.csv"
     path.write_text("client,start_s,end_s\n0,0,10\n0,30,90\n1,0,10\n1,25,90\n")

@@ -165,7 +165,7 @@ def test_exponential_availability_is_seeded_and_stationary():
 def test_a_reply_s_claimed_samples_never_crash_the_network_model(claim, counted):
     # The network reads a reply's ``samples`` for its compute time before the strategy validates it;
     # a malformed claim counts as no compute here, and the strategy rejects the reply as bad-metrics.
-    from fedgc.flower.exchange import _claimed_samples
+    from fedgc.flower.server.exchange import _claimed_samples
 
     assert _claimed_samples({} if claim is None else {"samples": claim}, None) == counted
 
@@ -174,7 +174,7 @@ def test_a_reply_s_claimed_samples_never_crash_the_network_model(claim, counted)
 def test_the_clock_is_charged_no_more_samples_than_the_server_asked_for(claim):
     """A claim consistent enough to pass the metric checks (``steps = samples = 2^62``) is charged
     what the train message asked for, never the claim (the strategy then rejects it as bad-metrics)."""
-    from fedgc.flower.exchange import _claimed_samples
+    from fedgc.flower.server.exchange import _claimed_samples
 
     assert _claimed_samples({"samples": claim}, 48) == 48
     assert _claimed_samples({"samples": 30}, 48) == 30

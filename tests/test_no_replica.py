@@ -10,14 +10,14 @@ from flwr.app import Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.supercore.task_identity import TaskIdentity
 
-from fedgc.flower import client_app as fedgc_client
 from fedgc.flower import keys
-from fedgc.flower.downlink_mod import REPLICA_KEY, downlink_mod
-from fedgc.flower.downlink_stage import DELTA_KEY
-from fedgc.flower.inline_grid import InlineGrid
-from fedgc.flower.loop import run_rounds
-from fedgc.flower.partition_grid import PARTITION_QUERY, PartitionGrid
-from fedgc.scenario import validate
+from fedgc.flower.client import client_app as fedgc_client
+from fedgc.flower.client.downlink_mod import REPLICA_KEY, downlink_mod
+from fedgc.flower.runtime.inline_grid import InlineGrid
+from fedgc.flower.server.downlink_stage import DELTA_KEY
+from fedgc.flower.server.loop import run_rounds
+from fedgc.flower.server.partition_grid import PARTITION_QUERY, PartitionGrid
+from fedgc.scenario.model import validate
 from tests.flower_messages import instruction
 
 FRESH = 2  # the partition of the device without a replica

@@ -20,11 +20,10 @@ import yaml
 from flwr.app import Context, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 
-from fedgc import extensions
 from fedgc.flower import keys
-from fedgc.flower.client_app import app
+from fedgc.flower.client.client_app import app
 from fedgc.flower.client_checks import ClientRefusal
-from fedgc.flower.runtime_processes import (
+from fedgc.flower.runtime.runtime_processes import (
     flower_env,
     flwr_run,
     free_port,
@@ -33,7 +32,8 @@ from fedgc.flower.runtime_processes import (
     write_connection,
 )
 from fedgc.flower.setup import SCENARIO_YAML
-from fedgc.import_paths import node_policy
+from fedgc.plugins import registry as extensions
+from fedgc.plugins.import_paths import node_policy
 from tests.flower_messages import instruction
 from tests.test_client_message_hostile import DATA, TREE, base_content
 

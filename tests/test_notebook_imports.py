@@ -84,15 +84,15 @@ def test_notebooks_use_only_public_fedgc_names(path):
 
 
 @pytest.mark.parametrize("source, what", [
-    ("import fedgc.sweep_runner", "import fedgc.sweep_runner"),
+    ("import fedgc.sweeps.runner", "import fedgc.sweeps.runner"),
     ("import fedgc.api.runs as runs", "import fedgc.api.runs"),
-    ("from fedgc.scenario import validate", "from fedgc.scenario import ..."),
+    ("from fedgc.scenario.model import validate", "from fedgc.scenario.model import ..."),
     ("from fedgc import run_reports", "from fedgc import run_reports"),
     ("from fedgc import Scenario, plots", "from fedgc import plots"),
-    ("import fedgc\nfedgc.sweep_runner.run_point(s, out)", "fedgc.sweep_runner"),
+    ("import fedgc\nfedgc.sweeps.runner.run_point(s, out)", "fedgc.sweeps"),
     ("import fedgc as fg\nsummary = fg.run_reports.read_run(path)", "fg.run_reports"),
-    ("import importlib\nimportlib.import_module('fedgc.metrics')", "import_module('fedgc.metrics')"),
-    ("%matplotlib inline\nfrom fedgc.metrics import Summary", "from fedgc.metrics import ..."),
+    ("import importlib\nimportlib.import_module('fedgc.runs.metrics')", "import_module('fedgc.runs.metrics')"),
+    ("%matplotlib inline\nfrom fedgc.runs.metrics import Summary", "from fedgc.runs.metrics import ..."),
 ])
 def test_the_check_catches_each_way_past_the_api(source, what):
     assert what in [w for _, w in private_uses(source)]

@@ -1,7 +1,7 @@
 """Nothing fedgc starts outlives the fedgc process that started it, however that process dies.
 
 SIGKILL (or the OOM killer) cannot be caught: the runtime's processes are ended by the guard process
-(``fedgc.process_guard``), which learns of its parent's death from a pipe the kernel closes. And if
+(``fedgc.runs.process_guard``), which learns of its parent's death from a pipe the kernel closes. And if
 even the guard was killed, the run folder's record (``flower-logs/runtime.json``) lets ``--resume`` and
 ``--overwrite`` stop what is left, in one line, before they use the folder.
 """
@@ -20,8 +20,8 @@ import uuid
 import pytest
 import yaml
 
-from fedgc.process_tree import RUNTIME_FOLDER, RUNTIME_TOKEN, descendants, folder_identity, proc_start_time
-from fedgc.runtime_record import RECORD, leftovers, stop_leftovers
+from fedgc.runs.process_tree import RUNTIME_FOLDER, RUNTIME_TOKEN, descendants, folder_identity, proc_start_time
+from fedgc.runs.runtime_record import RECORD, leftovers, stop_leftovers
 
 from .conftest import REPO
 from .test_flower_engine import _marked_processes as marked  # processes carrying FEDGC_TEST_MARK
@@ -73,7 +73,7 @@ def start_flower_run(tmp_path, tiny_scenario, mark: str, out):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(tiny_scenario))
     env = {**os.environ, "PYTHONPATH": str(REPO), "FEDGC_TEST_MARK": mark}
-    proc = subprocess.Popen([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(out), "--quiet"],
+    proc = subprocess.Popen([sys.executable, "-m", "fedgc.cli.run", str(path), "--out", str(out), "--quiet"],
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     metrics = out / "metrics.jsonl"
     deadline = time.monotonic() + 240
@@ -87,7 +87,7 @@ def start_flower_run(tmp_path, tiny_scenario, mark: str, out):
 
 def resume(out, mark: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "FEDGC_TEST_MARK": mark}
-    return subprocess.run([sys.executable, "-m", "fedgc.simulate", "--resume", str(out), "--quiet"], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "fedgc.cli.run", "--resume", str(out), "--quiet"], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=400, check=False)
 
 
@@ -129,7 +129,7 @@ def test_a_runtime_that_outlived_its_guard_is_stopped_by_overwrite_in_one_line(t
                                  env={**os.environ, "FEDGC_TEST_MARK": mark})
     proc, path = start_flower_run(tmp_path, tiny_scenario, mark, out)
     try:
-        guards = [p for p in marked(mark) if "fedgc.process_guard" in command_line(p)]
+        guards = [p for p in marked(mark) if "fedgc.runs.process_guard" in command_line(p)]
         assert len(guards) == 1
         for pid in (*guards, proc.pid):
             os.kill(pid, signal.SIGKILL)
@@ -142,7 +142,7 @@ def test_a_runtime_that_outlived_its_guard_is_stopped_by_overwrite_in_one_line(t
         tiny_scenario.update(rounds=2, engine="inline")
         path.write_text(yaml.safe_dump(tiny_scenario))
         env = {**os.environ, "PYTHONPATH": str(REPO), "FEDGC_TEST_MARK": mark}
-        done = subprocess.run([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(out), "--overwrite",
+        done = subprocess.run([sys.executable, "-m", "fedgc.cli.run", str(path), "--out", str(out), "--overwrite",
                                "--quiet"], cwd=REPO, env=env, capture_output=True, text=True, timeout=400,
                               check=False)
         assert done.returncode == 0, done.stderr[-2000:]
@@ -162,7 +162,8 @@ DEPLOYMENT = """
 import sys, threading, time
 from pathlib import Path
 import tomli_w, yaml
-from fedgc.flower.runtime_processes import flower_env, flwr_run, free_port, start_superlink, start_supernode, write_connection
+from fedgc.flower.runtime.runtime_processes import (flower_env, flwr_run, free_port, start_superlink,
+    start_supernode, write_connection)
 work = Path(sys.argv[1])
 env = flower_env(work / "home")
 port = free_port()
@@ -185,7 +186,7 @@ time.sleep(600)
 
 @pytest.mark.deployment
 def test_sigkill_of_the_process_holding_a_deployment_ends_superlink_supernodes_and_flwr_run(tmp_path):
-    from fedgc.process_tree import token_holders
+    from fedgc.runs.process_tree import token_holders
 
     mark = uuid.uuid4().hex
     env = {**os.environ, "PYTHONPATH": str(REPO), "FEDGC_TEST_MARK": mark}
@@ -214,7 +215,7 @@ def test_sigkill_of_the_process_holding_a_deployment_ends_superlink_supernodes_a
 GUARDED_TREE = """
 import os, subprocess, sys
 from pathlib import Path
-from fedgc.flower.runtime_processes import ManagedProcess
+from fedgc.flower.runtime.runtime_processes import ManagedProcess
 code = ("import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
         "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); print(c.pid, flush=True); "
         "time.sleep(300)")
@@ -243,7 +244,7 @@ def test_the_guard_ends_a_killed_process_s_tree_even_what_ignores_sigterm(tmp_pa
 
 def test_a_guarded_process_stopped_by_its_parent_is_not_touched_after_a_normal_exit(tmp_path):
     """``done``: a parent that ends normally leaves its guard nothing to do, and the guard exits."""
-    code = ("import sys, time; from fedgc.process_guard import Guard; g = Guard(); "
+    code = ("import sys, time; from fedgc.runs.process_guard import Guard; g = Guard(); "
             "print(g._process.pid, flush=True); g.close()")
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO)},
                          capture_output=True, text=True, timeout=60, check=True)
@@ -291,7 +292,7 @@ def test_resume_of_a_folder_first_stops_what_its_record_names_in_one_line(tmp_pa
     """``--resume`` stops what is left of the folder's recorded runtime before it reads the folder: the
     holders of its token and folder identity, with their descendants; not a process the record names
     by pid and start time only, nor a bystander of another token."""
-    from fedgc.simulate import main
+    from fedgc.cli.run import main
 
     token = uuid.uuid4().hex
     folder = tmp_path / "run"

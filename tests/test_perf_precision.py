@@ -12,7 +12,7 @@ from fedgc.compress.base import CompressionContext
 from fedgc.compress.dgc import DGC
 from fedgc.compress.dgc_memory import MOMENTUM_KEY, VELOCITY_KEY, DGCMemory
 from fedgc.compress.update import compress_update
-from fedgc.flower.client_state import pack_state, unpack_state
+from fedgc.flower.state.client_state import pack_state, unpack_state
 
 SHAPES = {"conv.weight": (8, 4, 3, 3), "fc.weight": (10, 64), "fc.bias": (10,)}
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedgc.flower.client_state import STATE_INDICES, pack_state, unpack_state
+from fedgc.flower.state.client_state import STATE_INDICES, pack_state, unpack_state
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -64,10 +64,10 @@ def test_unpack_nothing():
 
 def test_dgc_clients_keep_momentum_velocity_and_a_sparse_pending_update(tiny_scenario):
 
-    from fedgc.flower.client_app import MEMORY_KEY, PENDING_KEY
-    from fedgc.flower.inline_grid import InlineGrid
-    from fedgc.flower.loop import run_rounds
-    from fedgc.scenario import validate
+    from fedgc.flower.client.client_app import MEMORY_KEY, PENDING_KEY
+    from fedgc.flower.runtime.inline_grid import InlineGrid
+    from fedgc.flower.server.loop import run_rounds
+    from fedgc.scenario.model import validate
 
     tiny_scenario["data"]["num_clients"] = 8
     tiny_scenario["rounds"] = 1
@@ -100,7 +100,7 @@ def test_dgc_clients_keep_momentum_velocity_and_a_sparse_pending_update(tiny_sce
 def test_state_arrays_are_the_bytes_flower_writes(array):
     from flwr.app import Array
 
-    from fedgc.flower.client_state import _array, _tensor
+    from fedgc.flower.state.client_state import _array, _tensor
 
     fast, flower = _array(array), Array(np.ascontiguousarray(array) if array.ndim else array)
     assert ((fast.data, fast.dtype, tuple(fast.shape), fast.stype)

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fedgc.metrics import RoundRecord
-from fedgc.plots import (
+from fedgc.reports.plots import (
     COMPARE_PLOT_FILES,
     RUN_PLOT_FILES,
     RunSeries,
@@ -17,10 +16,11 @@ from fedgc.plots import (
     plot_comparison,
     plot_run,
 )
-from fedgc.plots.style import bytes_unit, time_unit
-from fedgc.progress import Progress, RunSoFar, progress_text
-from fedgc.scenario import validate
-from fedgc.sweep_runner import run_point
+from fedgc.reports.plots.style import bytes_unit, time_unit
+from fedgc.reports.progress import Progress, RunSoFar, progress_text
+from fedgc.runs.metrics import RoundRecord
+from fedgc.scenario.model import validate
+from fedgc.sweeps.runner import run_point
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -100,7 +100,7 @@ def test_units_fit_the_numbers():
     assert (bytes_unit(999).name, bytes_unit(2e3).name, bytes_unit(3e6).name) == ("B", "kB", "MB")
 
 
-# The progress line (fedgc/progress.py).
+# The progress line (fedgc/reports/progress.py).
 
 def test_progress_text_shows_time_accuracy_traffic_and_participation():
     so_far = RunSoFar()

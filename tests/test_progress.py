@@ -1,4 +1,4 @@
-"""The progress line (fedgc/progress.py): fits the terminal's width with the mobile fields kept, a
+"""The progress line (fedgc/reports/progress.py): fits the terminal's width with the mobile fields kept, a
 sensible line on a terminal that reports 0 columns, and no time left until two rounds are timed."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import io
 import re
 
-from fedgc.metrics import RoundRecord
-from fedgc.progress import Progress, RunSoFar, progress_line
+from fedgc.reports.progress import Progress, RunSoFar, progress_line
+from fedgc.runs.metrics import RoundRecord
 
 BIG = RunSoFar(bytes_up=123_456_789, bytes_down=9_876_543_210, last_accuracy=0.9123, failed=30)
 

@@ -65,7 +65,7 @@ def test_a_two_node_ray_cluster_runs_the_clients_on_both_nodes_and_matches_the_s
 
 
 def test_ray_keys_only_apply_to_the_flower_engine(tiny_scenario):
-    from fedgc.scenario import ScenarioError, validate
+    from fedgc.scenario.model import ScenarioError, validate
 
     with pytest.raises((ScenarioError, ValueError), match="ray: only applies to engine: flower"):
         validate(dict(tiny_scenario, ray={"address": "127.0.0.1:6379"}))
@@ -78,8 +78,8 @@ def test_ray_keys_only_apply_to_the_flower_engine(tiny_scenario):
 def test_without_a_cluster_the_runtime_starts_a_ray_of_its_own_whatever_this_machine_recorded(tiny_scenario):
     """``RAY_ADDRESS=local``: not the inherited variable, nor the cluster ``ray start`` last recorded in
     ``/tmp/ray/ray_current_cluster`` (which ``ray.init()`` would join otherwise, even a dead one)."""
-    from fedgc.flower.flower_engine import set_ray_address
-    from fedgc.scenario import validate
+    from fedgc.flower.runtime.flower_engine import set_ray_address
+    from fedgc.scenario.model import validate
 
     env = {"RAY_ADDRESS": "10.1.2.3:6379"}
     set_ray_address(env, validate(dict(tiny_scenario, engine="flower")))

@@ -18,10 +18,10 @@ import pytest
 import torch
 
 import fedgc
-from fedgc import check
-from fedgc.simulate import main as simulate
-from fedgc.yaml12 import dump as yaml_dump
-from fedgc.yaml12 import load as yaml_load
+from fedgc.cli import check
+from fedgc.cli.run import main as simulate
+from fedgc.scenario.yaml12 import dump as yaml_dump
+from fedgc.scenario.yaml12 import load as yaml_load
 
 pytestmark = pytest.mark.usefixtures("isolated_registries")
 

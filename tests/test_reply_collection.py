@@ -32,8 +32,8 @@ SCENARIO = {"name": "reply-collection", "seed": 0, "rounds": 2,
 def test_the_deployment_grid_is_collected_and_the_others_are_left_alone():
     from flwr.superlink.grid.http_grid import HttpGrid
 
-    from fedgc.flower.inline_grid import InlineGrid
-    from fedgc.flower.superlink_grid import SuperLinkGrid, collecting
+    from fedgc.flower.runtime.inline_grid import InlineGrid
+    from fedgc.flower.server.superlink_grid import SuperLinkGrid, collecting
 
     http = HttpGrid(token="a-token")  # not connected: it connects on its first request
     assert isinstance(collecting(http), SuperLinkGrid) and collecting(http).inner is http

@@ -25,8 +25,8 @@ from flwr.supercore.task_identity import TaskIdentity
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fedgc.flower.strategy import Diverged, FedgcStrategy, SelectionPolicy
-from fedgc.server_optim import SGD
+from fedgc.aggregation.server_optim import SGD
+from fedgc.flower.server.strategy import Diverged, FedgcStrategy, SelectionPolicy
 from fedgc.wire.codec import CodecError, decode_bytes
 from fedgc.wire.varint import encode_varints
 from tests.flower_messages import delivered, instruction, reply

@@ -1,4 +1,4 @@
-"""``python -m fedgc.run_reports``: the comparison table's values are the runs' own summaries, in every
+"""``python -m fedgc report``: the comparison table's values are the runs' own summaries, in every
 format; bad run folders are one-line errors with exit code 2."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from fedgc.plots import COMPARE_PLOT_FILES
-from fedgc.run_reports import main, read_runs, unique_labels
-from fedgc.scenario import validate
-from fedgc.sweep_runner import run_point
+from fedgc.reports.plots import COMPARE_PLOT_FILES
+from fedgc.reports.run_reports import main, read_runs, unique_labels
+from fedgc.scenario.model import validate
+from fedgc.sweeps.runner import run_point
 
 
 def tiny(name: str, compressor: dict) -> dict:
@@ -186,7 +186,7 @@ def test_bad_arguments_are_one_line_and_exit_2(capsys, two_runs, args, message):
 
 @pytest.mark.slow
 def test_the_command_line_prints_no_traceback(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "fedgc.run_reports", str(tmp_path / "missing")],
+    result = subprocess.run([sys.executable, "-m", "fedgc.reports.run_reports", str(tmp_path / "missing")],
                             cwd=Path(__file__).resolve().parents[1], check=False, capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 2 and result.stdout == ""

@@ -10,12 +10,12 @@ matplotlib.use("Agg")
 
 import pytest
 
-from fedgc.metrics import RoundRecord
-from fedgc.plots import overlays as compare_plots
-from fedgc.plots import run as run_plots
-from fedgc.plots.overlays import RunSeries, counted, plot_comparison
-from fedgc.plots.run import AccuracyPoint, accuracy_points, plot_run
-from fedgc.report_table import GroupRow, Stat, _cell, _number, _pct, _stat
+from fedgc.reports.plots import overlays as compare_plots
+from fedgc.reports.plots import run as run_plots
+from fedgc.reports.plots.overlays import RunSeries, counted, plot_comparison
+from fedgc.reports.plots.run import AccuracyPoint, accuracy_points, plot_run
+from fedgc.reports.table import GroupRow, Stat, _cell, _number, _pct, _stat
+from fedgc.runs.metrics import RoundRecord
 
 
 def test_three_significant_figures_and_a_std_to_the_mean_s_last_place():

@@ -12,12 +12,12 @@ from flwr.clientapp import ClientApp
 
 from fedgc.compress.aggregate import capped_shares, norm_bounds
 from fedgc.compress.base import DensePayload, SparsePayload
-from fedgc.flower import client_app as fedgc_client
-from fedgc.flower.inline_grid import InlineGrid
-from fedgc.flower.loop import run_rounds
+from fedgc.flower.client import client_app as fedgc_client
+from fedgc.flower.runtime.inline_grid import InlineGrid
+from fedgc.flower.server.loop import run_rounds
 from fedgc.flower.update_record import decode_update, encode_update
-from fedgc.metrics import read_metrics
-from fedgc.scenario import validate
+from fedgc.runs.metrics import read_metrics
+from fedgc.scenario.model import validate
 
 POISONER = 3
 

@@ -1,5 +1,5 @@
 """Run folders never mix two runs: the default folder is new, ``--out`` to a used folder is refused (or
-cleared with ``--overwrite``), and a folder another process is writing is refused (``fedgc.run_folder``)."""
+cleared with ``--overwrite``), and a folder another process is writing is refused (``fedgc.runs.folder``)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fedgc.cli.run import main
 from fedgc.core.checkpoint import CHECKPOINT
-from fedgc.run_folder import LOCK_NAME, RunLock
-from fedgc.simulate import main
+from fedgc.runs.folder import LOCK_NAME, RunLock
 from tests.conftest import REPO
 
 
@@ -55,7 +55,7 @@ def test_two_processes_on_one_out_folder_one_is_refused(tmp_path, tiny_scenario)
     path = write(tmp_path / "s.yaml", {**tiny_scenario, "rounds": 6})
     out = tmp_path / "shared"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(out), "--quiet"]
+    command = [sys.executable, "-m", "fedgc.cli.run", str(path), "--out", str(out), "--quiet"]
     procs = [subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               text=True) for _ in range(2)]
     results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
@@ -158,14 +158,14 @@ def test_resume_of_a_running_run_is_refused(tmp_path, tiny_scenario):
     path = write(tmp_path / "s.yaml", scenario)
     out = tmp_path / "running"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(out), "--quiet"],
+    proc = subprocess.Popen([sys.executable, "-m", "fedgc.cli.run", str(path), "--out", str(out), "--quiet"],
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while not (out / CHECKPOINT).exists() and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
         assert proc.poll() is None and (out / CHECKPOINT).exists()
-        resumed = subprocess.run([sys.executable, "-m", "fedgc.simulate", "--resume", str(out)], cwd=REPO, env=env,
+        resumed = subprocess.run([sys.executable, "-m", "fedgc.cli.run", "--resume", str(out)], cwd=REPO, env=env,
                                  capture_output=True, text=True, timeout=120, check=False)
         assert proc.poll() is None, "the run must still be running while the resume is refused"
     finally:
@@ -205,8 +205,8 @@ def test_sweeps_get_their_own_folders_and_refuse_a_used_one(tmp_path, tiny_scena
 
 
 def test_run_point_from_python_replaces_an_earlier_run_in_its_folder(tmp_path, tiny_scenario):
-    from fedgc.scenario import validate
-    from fedgc.sweep_runner import run_point
+    from fedgc.scenario.model import validate
+    from fedgc.sweeps.runner import run_point
 
     folder = tmp_path / "nb"
     run_point(validate({**tiny_scenario, "rounds": 3, "checkpoint_every": 1}), folder)

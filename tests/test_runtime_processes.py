@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from fedgc.process_tree import RUNTIME_TOKEN, Family, terminate, token_holders
+from fedgc.runs.process_tree import RUNTIME_TOKEN, Family, terminate, token_holders
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
 

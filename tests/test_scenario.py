@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 
-from fedgc.scenario import ScenarioError, load_scenario, parse_override, validate
+from fedgc.scenario.model import ScenarioError, load_scenario, parse_override, validate
 from tests.conftest import REPO
 
 REQUIRED_KEYS = ["name", "seed", "rounds", "engine", "data.dataset", "data.root", "data.num_clients",
@@ -64,7 +64,7 @@ def test_overrides_parse_yaml_values():
 def test_cli_exits_2_with_one_line(tmp_path, content, needle):
     path = tmp_path / "s.yaml"
     path.write_text(content)
-    proc = subprocess.run([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(tmp_path / "o")],
+    proc = subprocess.run([sys.executable, "-m", "fedgc.cli.run", str(path), "--out", str(tmp_path / "o")],
                           capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
@@ -75,6 +75,6 @@ def test_cli_exits_2_with_one_line(tmp_path, content, needle):
 @pytest.mark.slow
 def test_cli_missing_file_and_directory(tmp_path):
     for target in (tmp_path / "nope.yaml", tmp_path):
-        proc = subprocess.run([sys.executable, "-m", "fedgc.simulate", str(target)], capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, "-m", "fedgc.cli.run", str(target)], capture_output=True, text=True,
                               cwd=REPO, timeout=120, check=False)
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr

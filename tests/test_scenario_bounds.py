@@ -17,7 +17,7 @@ import pytest
 import fedgc
 from fedgc.data.config import MAX_DATA_BYTES, SyntheticConfig, synthetic_bytes
 from fedgc.data.synthetic import generate_synthetic
-from fedgc.scenario import MAX_NAME_CHARS, MAX_TREE_DEPTH, MAX_TREE_VALUES
+from fedgc.scenario.model import MAX_NAME_CHARS, MAX_TREE_DEPTH, MAX_TREE_VALUES
 
 BASE = {"name": "bounds", "rounds": 1}
 

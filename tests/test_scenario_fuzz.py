@@ -17,7 +17,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fedgc.simulate import main
+from fedgc.cli.run import main
 from tests.conftest import REPO, shared_dir
 
 CASES = 500

@@ -1,7 +1,7 @@
 """Every scenario in scenarios/ is a valid scenario, and the experiment scenarios run one small round.
 
 Scenarios name their data and traces as ``${FEDGC_DATA_DIR}/...`` and ``${FEDGC_TRACE_DIR}/...``
-(fedgc.paths.data_dir): FEDGC_DATA_DIR when set, else FEDGC_SHARED_DIR, else the user cache when it
+(fedgc.scenario.paths.data_dir): FEDGC_DATA_DIR when set, else FEDGC_SHARED_DIR, else the user cache when it
 holds the file (``fedgc fetch``), else the shared folder next to the repository, so they run from any
 working directory. A scenario whose files are missing is skipped, not failed.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fedgc.scenario import load_tree, validate
+from fedgc.scenario.model import load_tree, validate
 from tests.conftest import REPO, get_shared, shared_dir
 
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))
@@ -58,8 +58,8 @@ SMALL = {
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_experiment_scenario_runs(name: str, tmp_path: Path, mnist_root: Path):
-    from fedgc.scenario import dump_scenario
-    from fedgc.simulate import main
+    from fedgc.cli.run import main
+    from fedgc.scenario.model import dump_scenario
 
     tree = rebased_tree(REPO / "scenarios" / name)
     scenario_file = tmp_path / name
@@ -110,7 +110,7 @@ def test_with_no_data_anywhere_paths_point_at_the_user_cache(monkeypatch, tmp_pa
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(sys, "platform", "linux")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr("fedgc.paths.checkout_shared_dir", lambda: None)  # an installed package, no checkout
+    monkeypatch.setattr("fedgc.scenario.paths.checkout_shared_dir", lambda: None)  # an installed package, no checkout
     tree = load_tree(REPO / "scenarios" / "mnist_3g_dropouts.yaml")
     assert tree["data"]["root"] == str(tmp_path / "cache" / "fedgc" / "mnist")
     assert tree["network"]["trace_dir"] == str(tmp_path / "cache" / "fedgc" / "traces" / "pensieve" / "norway_hsdpa_cooked_3gp")
@@ -119,7 +119,7 @@ def test_with_no_data_anywhere_paths_point_at_the_user_cache(monkeypatch, tmp_pa
 @pytest.mark.slow
 def test_a_bundled_scenario_checks_from_another_directory(tmp_path, mnist_root):
     env = {**os.environ, "FEDGC_SHARED_DIR": str(shared_dir().resolve())}
-    proc = subprocess.run([sys.executable, "-m", "fedgc.simulate", str(REPO / "scenarios" / "fedavg_mnist_cnn.yaml"),
+    proc = subprocess.run([sys.executable, "-m", "fedgc.cli.run", str(REPO / "scenarios" / "fedavg_mnist_cnn.yaml"),
                            "--check"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("ok: fedavg_mnist_cnn: 100 clients")

@@ -1,4 +1,4 @@
-"""``--seeds``: one run folder per seed; ``fedgc.run_reports`` groups runs that differ only by seed into one
+"""``--seeds``: one run folder per seed; ``fedgc.reports.run_reports`` groups runs that differ only by seed into one
 row (mean ± sample std, numpy's ``std(ddof=1)``, and n) and one overlay line with a ±std band; a sweep
 folder reports its runs; two runs of one seed are refused unless ``--allow-duplicate-seeds``."""
 
@@ -14,11 +14,11 @@ import pytest
 import yaml
 from matplotlib.collections import PolyCollection
 
-from fedgc.plots import COMPARE_PLOT_FILES, accuracy_points
-from fedgc.plots.overlays import mean_series, overlay_figure
-from fedgc.run_reports import main as report_main
-from fedgc.run_reports import read_runs
-from fedgc.simulate import main as simulate_main
+from fedgc.cli.run import main as simulate_main
+from fedgc.reports.plots import COMPARE_PLOT_FILES, accuracy_points
+from fedgc.reports.plots.overlays import mean_series, overlay_figure
+from fedgc.reports.run_reports import main as report_main
+from fedgc.reports.run_reports import read_runs
 
 TINY = {"name": "tiny-seeds", "seed": 11, "rounds": 2,
         "data": {"dataset": "digits", "num_clients": 3, "partition": "iid"},

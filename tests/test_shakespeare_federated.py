@@ -94,7 +94,7 @@ def test_replay_clock_is_deterministic_and_slower_on_3g(bench, monkeypatch):
     monkeypatch.setenv("FEDGC_DATA_DIR", str(SHARED / "data"))
     monkeypatch.setenv("FEDGC_TRACE_DIR", str(SHARED / "traces"))
     monkeypatch.setenv("FEDGC_SHARED_DIR", str(SHARED))
-    from fedgc.scenario import load_tree
+    from fedgc.scenario.model import load_tree
 
     tree = load_tree(bench.SCENARIO)
     clients = [{"round": rnd, "attempt": 0, "node": node, "bytes_down": 3_300_000, "bytes_up": 3_300_000}

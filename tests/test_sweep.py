@@ -1,4 +1,4 @@
-"""``python -m fedgc.simulate SCENARIO --sweep KEY=A,B``: one normal run folder per point and a report;
+"""``python -m fedgc run SCENARIO --sweep KEY=A,B``: one normal run folder per point and a report;
 an invalid sweep is a one-line error with exit code 2 before anything runs."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedgc.run_reports import read_runs
-from fedgc.simulate import main
-from fedgc.sweep_plan import SweepAxis, SweepError, sweep_points
+from fedgc.cli.run import main
+from fedgc.reports.run_reports import read_runs
+from fedgc.sweeps.plan import SweepAxis, SweepError, sweep_points
 
 TINY = {"name": "tiny-sweep", "seed": 11, "rounds": 1,
         "data": {"dataset": "digits", "num_clients": 3, "partition": "iid"},
@@ -135,7 +135,7 @@ def test_a_killed_sweep_resumes_as_a_sweep(tmp_path):
 
     killed = tmp_path / "killed"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(killed), "--quiet",
+    proc = subprocess.Popen([sys.executable, "-m", "fedgc.cli.run", str(path), "--out", str(killed), "--quiet",
                              *sweep], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     second = killed / folders[1] / "metrics.jsonl"
     deadline = time.monotonic() + 180
@@ -149,7 +149,7 @@ def test_a_killed_sweep_resumes_as_a_sweep(tmp_path):
     first_summary = (killed / folders[0] / "summary.json").read_bytes()
     assert not (killed / folders[1] / "summary.json").exists() and not (killed / folders[2]).exists()
 
-    done = subprocess.run([sys.executable, "-m", "fedgc.simulate", "--resume", str(killed), "--quiet"],
+    done = subprocess.run([sys.executable, "-m", "fedgc.cli.run", "--resume", str(killed), "--quiet"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert "[1/3] compression.density=0.1 (done)" in done.stderr

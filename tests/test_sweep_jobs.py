@@ -1,4 +1,4 @@
-"""``--jobs N`` (fedgc/sweep_jobs.py): a sweep's points run in N processes and write the same rows as
+"""``--jobs N`` (fedgc/sweeps/jobs.py): a sweep's points run in N processes and write the same rows as
 one at a time; results come back in the sweep's order; the first failure stops the sweep."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedgc.simulate import main
-from fedgc.sweep_jobs import default_jobs, parse_jobs, run_all
+from fedgc.cli.run import main
+from fedgc.sweeps.jobs import default_jobs, parse_jobs, run_all
 from tests.test_sweep import TINY
 
 SAME_FILES = ("scenario.yaml", "metrics.jsonl", "clients.jsonl", "model.pt")
@@ -72,7 +72,7 @@ def test_a_killed_parallel_sweep_leaves_no_worker_running_and_resumes_to_the_ser
     assert main([str(path), "--out", str(tmp_path / "reference"), "--quiet", "--jobs", "1", *sweep]) == 0
     killed = tmp_path / "killed"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "fedgc.simulate", str(path), "--out", str(killed), "--quiet",
+    proc = subprocess.Popen([sys.executable, "-m", "fedgc.cli.run", str(path), "--out", str(killed), "--quiet",
                              "--jobs", "2", *sweep], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     metrics = [killed / f / "metrics.jsonl" for f in folders]
@@ -89,7 +89,7 @@ def test_a_killed_parallel_sweep_leaves_no_worker_running_and_resumes_to_the_ser
     time.sleep(3)
     assert [m.stat().st_size for m in metrics] == sizes, "a worker kept running after the sweep was killed"
     assert not any((killed / f / "summary.json").exists() for f in folders)
-    done = subprocess.run([sys.executable, "-m", "fedgc.simulate", "--resume", str(killed), "--quiet", "--jobs", "2"],
+    done = subprocess.run([sys.executable, "-m", "fedgc.cli.run", "--resume", str(killed), "--quiet", "--jobs", "2"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     for folder in folders:
@@ -99,7 +99,7 @@ def test_a_killed_parallel_sweep_leaves_no_worker_running_and_resumes_to_the_ser
 
 @pytest.mark.slow
 def test_an_interrupted_point_stops_the_sweep_and_resumes_from_its_checkpoint(tmp_path, monkeypatch, capsys):
-    from fedgc import sweep_runner as sweep
+    from fedgc.sweeps import runner as sweep
 
     scenario = tmp_path / "tiny.yaml"
     scenario.write_text(yaml.safe_dump({**TINY, "rounds": 3, "checkpoint_every": 1}))

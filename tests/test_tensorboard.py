@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from fedgc.simulate import main
+from fedgc.cli.run import main
 
 
 def test_tensorboard_events_hold_every_round_at_its_simulated_time(tmp_path, tiny_scenario, capsys):

@@ -8,8 +8,8 @@ import itertools
 
 import yaml
 
-from fedgc.metrics import read_metrics
-from fedgc.simulate import main
+from fedgc.cli.run import main
+from fedgc.runs.metrics import read_metrics
 
 
 def churny(tiny: dict, too_few: str) -> dict:

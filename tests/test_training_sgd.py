@@ -1,4 +1,4 @@
-"""fedgc's local SGD step (``fedgc.training.sgd_step``) is ``torch.optim.SGD``'s, bit for bit on the
+"""fedgc's local SGD step (``fedgc.execution.training.sgd_step``) is ``torch.optim.SGD``'s, bit for bit on the
 CPU: the same parameters after every step, with and without momentum and weight decay, whatever the
 model. It exists so that a process that trains need not import TorchDynamo (``torch.optim``'s first
 use does)."""
@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from fedgc.data.base import ArrayDataset
+from fedgc.execution.training import sgd_step, train_local
 from fedgc.models import build_model
-from fedgc.training import sgd_step, train_local
 
 from .conftest import modules_imported_by
 
@@ -53,7 +53,7 @@ def test_local_training_does_not_import_torchdynamo():
     code = ("import torch\n"
             "from fedgc.data.base import ArrayDataset\n"
             "from fedgc.models import build_model\n"
-            "from fedgc.training import train_local\n"
+            "from fedgc.execution.training import train_local\n"
             "data = ArrayDataset(torch.randn(64, 1, 8, 8).numpy(), torch.randint(0, 10, (64,)).numpy())\n"
             "train_local(build_model('mlp', (1, 8, 8), 10, 0), data, steps=3, batch_size=16, lr=0.1,\n"
             "            generator=torch.Generator().manual_seed(0), momentum=0.9, weight_decay=1e-4, grad_clip_norm=1.0)\n")

@@ -19,12 +19,12 @@ from fedgc.compress.base import CompressionContext
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.update import build_compression, compress_update, global_norm
 from fedgc.flower import keys
-from fedgc.flower.client_app import app as fedgc_app
+from fedgc.flower.client.client_app import app as fedgc_app
 from fedgc.flower.client_config import client_config_record, read_client_config
-from fedgc.flower.inline_grid import InlineGrid
-from fedgc.flower.loop import run_rounds
-from fedgc.flower.validate import reported_norms
-from fedgc.scenario import validate
+from fedgc.flower.runtime.inline_grid import InlineGrid
+from fedgc.flower.server.loop import run_rounds
+from fedgc.flower.server.validate import reported_norms
+from fedgc.scenario.model import validate
 from fedgc.wire.codec import CodecError
 
 

@@ -11,13 +11,13 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 
-from fedgc import aggregators as aggregators_module
+from fedgc.aggregation import aggregators as aggregators_module
+from fedgc.aggregation.server_optim import SGD
 from fedgc.compress.base import DensePayload, SparsePayload
 from fedgc.compress.bits import pack_uint
-from fedgc.flower import strategy as strategy_module
-from fedgc.flower.strategy import Diverged, FedgcStrategy, SelectionPolicy
+from fedgc.flower.server import strategy as strategy_module
+from fedgc.flower.server.strategy import Diverged, FedgcStrategy, SelectionPolicy
 from fedgc.flower.update_record import encode_update
-from fedgc.server_optim import SGD
 from fedgc.wire.varint import encode_varints
 from tests import flower_messages
 from tests.flower_messages import delivered

@@ -19,8 +19,8 @@ from fedgc.execution import (
     run_sequential,
     run_vectorized,
 )
+from fedgc.execution.training import train_local
 from fedgc.models import MODELS, build_model
-from fedgc.training import train_local
 
 ATOL = 1e-5  # float32 deltas after a few SGD steps: summation order differs between the two paths
 

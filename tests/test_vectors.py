@@ -16,12 +16,12 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 
+from fedgc.aggregation.server_optim import SGD
 from fedgc.compress.base import CompressionContext
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.payloads import LowRankPayload, QuantizedPayload
 from fedgc.compress.update import build_compression, compress_update
-from fedgc.flower.strategy import FedgcStrategy, SelectionPolicy
-from fedgc.server_optim import SGD
+from fedgc.flower.server.strategy import FedgcStrategy, SelectionPolicy
 from fedgc.wire.codec import CodecError, decode_bytes, encode_bytes
 from fedgc.wire.reasons import BLOB, ENVELOPE, REASONS, REPLY
 from fedgc.wire.varint import encode_indices

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from fedgc.flower import client_app
-from fedgc.flower.inline_grid import InlineGrid
-from fedgc.flower.loop import run_rounds
-from fedgc.scenario import validate
+from fedgc.flower.client import client_app
+from fedgc.flower.runtime.inline_grid import InlineGrid
+from fedgc.flower.server.loop import run_rounds
+from fedgc.scenario.model import validate
 
 MODELS = {  # name: options, on 8x8 digits
     "mlp": {},

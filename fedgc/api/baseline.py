@@ -1,5 +1,5 @@
 """``fedgc.baseline``: a scenario beside its baselines, the comparison ``fedgc run SCENARIO --baseline``
-(and ``make run``) prints, as one call. The runs go through the command line's code (``fedgc.compare``)."""
+(and ``make run``) prints, as one call. The runs go through the command line's code (``fedgc.reports.compare``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fedgc.api.runs import Run, as_scenario, load_run, runs_in
-from fedgc.scenario import Scenario
+from fedgc.scenario.model import Scenario
 
 
 @dataclass
@@ -22,7 +22,7 @@ class Comparison:
     out_dir: Path | None = None
 
     def _compared(self) -> list:
-        from fedgc.compare import Compared, Variant
+        from fedgc.reports.compare import Compared, Variant
 
         return [Compared(Variant(r.label, r.out_dir.name if r.out_dir is not None else r.label, r.scenario),
                          r.summary, r.out_dir) for r in self.runs]
@@ -30,13 +30,13 @@ class Comparison:
     def table(self) -> str:
         """The table ``fedgc run --baseline`` prints: final accuracy, simulated time and rounds to the
         target, MB up and down, upload compression on the wire, speed-up over dense."""
-        from fedgc.compare import comparison_table
+        from fedgc.reports.compare import comparison_table
 
         return comparison_table(self._compared())
 
     def reading(self) -> str:
         """The sentence printed under the table: where the bytes went, which variant reached the target first."""
-        from fedgc.compare import reading
+        from fedgc.reports.compare import reading
 
         return reading(self._compared())
 
@@ -47,8 +47,8 @@ def baseline(scenario: Scenario | dict | str | Path, out: str | Path | None = No
     downloads at density 0.1), as ``fedgc run SCENARIO --baseline``. ``out``: the comparison folder
     (``OUT/dense/``, ``OUT/<name>-up/``, ``OUT/<name>-up-down/`` and ``comparison.md``; new or empty,
     or cleared with ``overwrite``); None keeps nothing on disk."""
-    from fedgc.compare import baseline_variants, run_comparison, write_comparison
-    from fedgc.run_folder import claim_folder
+    from fedgc.reports.compare import baseline_variants, run_comparison, write_comparison
+    from fedgc.runs.folder import claim_folder
 
     base = as_scenario(scenario)
     labels = {v.folder: v.label for v in baseline_variants(base)}

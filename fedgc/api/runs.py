@@ -15,8 +15,8 @@ import torch
 from torch import nn
 
 from fedgc.core.observe import CallbackObserver, Recorder, RoundObserver
-from fedgc.metrics import ClientRecord, MetricsFileError, RoundRecord, Summary, read_jsonl
-from fedgc.scenario import Scenario, ScenarioError, dump_scenario, validate
+from fedgc.runs.metrics import ClientRecord, MetricsFileError, RoundRecord, Summary, read_jsonl
+from fedgc.scenario.model import Scenario, ScenarioError, dump_scenario, validate
 
 MODEL_FILE_MAX_BYTES = 4 * 1024**3  # model.pt of the largest model fedgc builds (2^28 fp32 parameters) and more
 
@@ -82,7 +82,7 @@ def run_in_folder(scenario: Scenario, out_dir: Path | None, *, quiet: bool = Tru
                   observers: list[RoundObserver] = ()) -> Run:
     """Run ``scenario`` on its engine into ``out_dir`` (a claimed run folder holding its scenario.yaml,
     or None for no files) and return what it produced."""
-    from fedgc.engines import run_scenario
+    from fedgc.runs.engines import run_scenario
 
     recorder = Recorder()
     summary = run_scenario(scenario, out_dir, quiet=quiet, resume=resume, observers=[recorder, *observers])
@@ -122,7 +122,7 @@ def run(scenario: Scenario | dict | str | Path, out: str | Path | None = None, *
 def _run_claimed(scenario: Scenario, out_dir: Path, *, overwrite: bool, quiet: bool,
                  observers: list[RoundObserver]) -> Run:
     from fedgc.bounded import write_whole, writing
-    from fedgc.run_folder import claim_folder
+    from fedgc.runs.folder import claim_folder
 
     with claim_folder(out_dir, overwrite=overwrite):
         with writing(out_dir / "scenario.yaml"):
@@ -145,8 +145,8 @@ def expected_tensors(scenario: Scenario) -> dict[str, tuple[str, tuple[int, ...]
     model on PyTorch's ``meta`` device (nothing allocated, no user code); the shape None where only the
     data's files tell it (the model's input). None for a plugin model: it is never built to read a run."""
     from fedgc.data.config import known_input
-    from fedgc.extensions import is_built_in
     from fedgc.models import tensor_specs
+    from fedgc.plugins.registry import is_built_in
 
     if scenario.unchecked_plugins and any(p.startswith("model ") for p in scenario.unchecked_plugins):
         return None
@@ -168,7 +168,7 @@ def load_weights(path: Path, expected: dict[str, tuple[str, tuple[int, ...] | No
     """A ``model.pt`` (a ``state_dict`` of tensors), read with ``weights_only``; one-line errors.
     ``expected`` (``expected_tensors``): its tensors' names and dtypes, and shapes where known, must be
     those; with every shape known, a file much larger than those tensors is refused unread."""
-    from fedgc.run_reports import RunFolderError
+    from fedgc.reports.run_reports import RunFolderError
 
     if not path.is_file():
         raise RunFolderError(f"{path}: no such file")
@@ -209,8 +209,8 @@ def _mismatch(weights: dict[str, torch.Tensor], expected: dict[str, tuple[str, t
 
 def load_run(path: str | Path) -> Run:
     """A run folder written by ``fedgc run`` or ``fedgc.run(..., out=...)``, read back. A folder that
-    is not a finished run raises ``fedgc.run_reports.RunFolderError`` (a ``ValueError``, one line)."""
-    from fedgc.run_reports import RunFolderError, read_run
+    is not a finished run raises ``fedgc.reports.run_reports.RunFolderError`` (a ``ValueError``, one line)."""
+    from fedgc.reports.run_reports import RunFolderError, read_run
 
     folder = Path(path)
     result = read_run(folder)

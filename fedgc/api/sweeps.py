@@ -1,4 +1,4 @@
-"""``fedgc.sweep_runner``, ``fedgc.load_sweep``, ``fedgc.run_reports`` and ``fedgc.plot``: several runs side by
+"""``fedgc.sweeps.runner``, ``fedgc.load_sweep``, ``fedgc.reports.run_reports`` and ``fedgc.plot``: several runs side by
 side, through the same sweep runner, report table and overlay plots as ``fedgc run --sweep`` and
 ``fedgc report``."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 from fedgc.api.runs import Run, as_scenario, load_run, runs_in
 from fedgc.bounded import write_whole
-from fedgc.report_table import GroupRow, RunResult, group_runs, render
-from fedgc.scenario import Scenario
+from fedgc.reports.table import GroupRow, RunResult, group_runs, render
+from fedgc.scenario.model import Scenario
 
 
 def _result(run: Run, label: str) -> RunResult:
@@ -26,7 +26,7 @@ def _labels(runs: Sequence[Run]) -> list[str]:
     """The runs' names in the table: their folders' (told apart as ``fedgc report`` does); for runs kept
     in memory their ``label`` (a sweep point's ``KEY=VALUE,...``, as its folder would be named), a
     label two runs share numbered ``-1``, ``-2``... ."""
-    from fedgc.run_reports import unique_labels
+    from fedgc.reports.run_reports import unique_labels
 
     if all(r.out_dir is not None for r in runs):
         return unique_labels([r.out_dir for r in runs])
@@ -49,7 +49,7 @@ def table(runs: Sequence[Run], fmt: str = "md") -> str:
 
 def table_rows(runs: Sequence[Run]) -> list[GroupRow]:
     """The rows of ``table``, typed."""
-    from fedgc.run_reports import report_rows
+    from fedgc.reports.run_reports import report_rows
 
     return report_rows(group_runs([_result(r, label) for r, label in zip(runs, _labels(runs))]))
 
@@ -57,7 +57,7 @@ def table_rows(runs: Sequence[Run]) -> list[GroupRow]:
 def report(runs: Iterable[Run | str | Path], out: str | Path | None = None, fmt: str = "md") -> str:
     """The table ``fedgc report`` prints for runs or run folders (a sweep folder stands for its runs);
     with ``out``, also writes ``report.<fmt>`` and the overlay plots there, as ``fedgc report --out``."""
-    from fedgc.run_reports import run_folders
+    from fedgc.reports.run_reports import run_folders
 
     loaded: list[Run] = []
     for item in runs:
@@ -76,8 +76,8 @@ def report(runs: Iterable[Run | str | Path], out: str | Path | None = None, fmt:
 def plot(runs: Sequence[Run], out: str | Path) -> list[Path]:
     """The overlay plots ``fedgc report --out`` draws (accuracy against simulated time and against
     uploaded bytes; seeds averaged with a ±std band) into ``out``; returns the files written."""
-    from fedgc.plots import accuracy_points, plot_comparison
-    from fedgc.plots.overlays import mean_series
+    from fedgc.reports.plots import accuracy_points, plot_comparison
+    from fedgc.reports.plots.overlays import mean_series
 
     results = [_result(r, label) for r, label in zip(runs, _labels(runs))]
     groups = group_runs(results)
@@ -120,9 +120,9 @@ def sweep(scenario: Scenario | dict | str | Path, grid: Mapping[str, Sequence[An
     takes) and of ``seeds``, each as a normal run; ``jobs`` points at a time, each in its own process.
     ``out``: the sweep folder (``OUT/KEY=VALUE,.../`` per point and ``report.md``, as ``fedgc run
     --sweep`` writes; new or empty, or cleared with ``overwrite``); None keeps nothing on disk."""
-    from fedgc.run_folder import claim_folder
-    from fedgc.sweep_plan import SweepAxis, SweepError
-    from fedgc.sweep_runner import run_sweep
+    from fedgc.runs.folder import claim_folder
+    from fedgc.sweeps.plan import SweepAxis, SweepError
+    from fedgc.sweeps.runner import run_sweep
 
     base = as_scenario(scenario)
     axes = [SweepAxis.of(key, list(values)) for key, values in (grid or {}).items()]
@@ -142,7 +142,7 @@ def sweep(scenario: Scenario | dict | str | Path, grid: Mapping[str, Sequence[An
 
 def load_sweep(path: str | Path) -> Sweep:
     """A sweep folder written by ``fedgc run --sweep`` or ``fedgc.sweep(..., out=...)``, read back."""
-    from fedgc.run_reports import RunFolderError, run_folders
+    from fedgc.reports.run_reports import RunFolderError, run_folders
 
     folder = Path(path)
     folders = run_folders([folder])

@@ -14,8 +14,8 @@ replica; its update is applied to the server's global model as usual. (Same cons
 model-difference downlinks of Sattler et al., "Sparse Ternary Compression", IEEE TNNLS 2020, and
 Philippenko & Dieuleveut's "MCM" with one memory per client.)
 
-No Flower imports here: the Flower side is ``fedgc.flower.downlink_stage`` (server) and
-``fedgc.flower.downlink_mod`` (client).
+No Flower imports here: the Flower side is ``fedgc.flower.server.downlink_stage`` (server) and
+``fedgc.flower.client.downlink_mod`` (client).
 """
 
 from __future__ import annotations

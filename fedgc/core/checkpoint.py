@@ -38,12 +38,12 @@ import torch
 from fedgc.bounded import open_no_follow, os_error_behind, replace_no_follow
 from fedgc.core.plain_state import PlainStateError, from_plain, to_plain
 from fedgc.errors import FedgcError
-from fedgc.run_folder import CHECKPOINT
+from fedgc.runs.folder import CHECKPOINT
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer, WriteableBuffer
 
-    from fedgc.scenario import Scenario
+    from fedgc.scenario.model import Scenario
 
 # 1: pickled objects; 2: one flat record of every part's fields; 3: {part: part.state_dict()};
 # 4: 3 behind a header line with the SHA-256 of the rest.

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from fedgc.metrics import ClientRecord, RoundRecord, Summary
+from fedgc.runs.metrics import ClientRecord, RoundRecord, Summary
 
 
 class RoundObserver:
@@ -37,17 +37,17 @@ class RoundObserver:
 
 
 class ProgressObserver(RoundObserver):
-    """The progress line on stderr (``fedgc.progress``); ``enabled`` False (``--quiet``): notes only."""
+    """The progress line on stderr (``fedgc.reports.progress``); ``enabled`` False (``--quiet``): notes only."""
 
     def __init__(self, rounds: int, enabled: bool = True) -> None:
-        from fedgc.progress import Progress
+        from fedgc.reports.progress import Progress
 
         self.rounds, self.enabled = rounds, enabled
         self.progress = Progress(rounds, enabled=enabled)
         self.bytes_up = 0
 
     def started(self, done: list[RoundRecord]) -> None:
-        from fedgc.progress import Progress
+        from fedgc.reports.progress import Progress
 
         self.progress = Progress(self.rounds, enabled=self.enabled, history=done)
         self.bytes_up = sum(r.bytes_up for r in done)
@@ -112,7 +112,7 @@ class PlotsObserver(RoundObserver):
         self.out_dir, self.title, self.target_accuracy = out_dir, title, target_accuracy
 
     def finished(self, summary: Summary, rows: list[RoundRecord], weights: dict[str, torch.Tensor]) -> None:
-        from fedgc.plots import plot_run
+        from fedgc.reports.plots import plot_run
 
         plot_run(rows, self.out_dir / "plots", title=self.title, target_accuracy=self.target_accuracy)
 

@@ -12,11 +12,11 @@ from collections.abc import Callable
 
 import torch
 
+from fedgc.aggregation.server_optim import SERVER_OPTIMIZERS, ServerOptimizer
 from fedgc.compress.warmup import scheduled_density
 from fedgc.data import FederatedData, load_federated
 from fedgc.models import build_model
-from fedgc.scenario import Scenario
-from fedgc.server_optim import SERVER_OPTIMIZERS, ServerOptimizer
+from fedgc.scenario.model import Scenario
 
 
 @functools.lru_cache(maxsize=4)

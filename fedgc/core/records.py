@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fedgc.metrics import ClientRecord, RoundRecord
 from fedgc.network.timeline import ClientTiming, RoundTimeline
+from fedgc.runs.metrics import ClientRecord, RoundRecord
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ import hashlib
 import json
 from typing import Any
 
-from fedgc.scenario import Scenario, validate
-from fedgc.scenario_errors import ScenarioError
+from fedgc.scenario.errors import ScenarioError
+from fedgc.scenario.model import Scenario, validate
 
 RESUMABLE = ("rounds", "checkpoint_every", "eval.target_accuracy")
 

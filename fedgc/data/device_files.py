@@ -9,7 +9,7 @@ same file:
   exactly the model's input — already scaled and normalized as the run's dataset is;
 - ``y``: integer class labels (int64; int32 and unsigned accepted), shape ``(n,)``, ``0 <= y < classes``.
 
-``fedgc export-data`` (``fedgc.export_data``) writes simulated partitions in this format, to give a
+``fedgc export-data`` (``fedgc.cli.export_data``) writes simulated partitions in this format, to give a
 device (or a test) the very data the simulation would have given that partition.
 """
 

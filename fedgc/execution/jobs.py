@@ -8,12 +8,12 @@ from dataclasses import dataclass
 import torch
 
 from fedgc.data.base import ArrayDataset
-from fedgc.training import LocalTrainResult
+from fedgc.execution.training import LocalTrainResult
 
 
 @dataclass
 class TrainJob:
-    """One client's local training in a round, with the arguments of ``fedgc.training.train_local``.
+    """One client's local training in a round, with the arguments of ``fedgc.execution.training.train_local``.
 
     ``generator`` is the client's stream (``torch.Generator().manual_seed(client_seed(...))``): every
     executor draws the client's batch order from it exactly as ``train_local`` does, so afterwards it

@@ -1,6 +1,6 @@
 """The reference executor: each client's local SGD one after another, today's semantics exactly.
 
-Every client runs ``train_one`` (``fedgc.training.train_local`` and its Δ), the function the Flower
+Every client runs ``train_one`` (``fedgc.execution.training.train_local`` and its Δ), the function the Flower
 client's ``local_update`` runs too, on the device the worker model was moved to.
 """
 
@@ -14,7 +14,7 @@ from torch import nn
 
 from fedgc.execution.device import resolve_device
 from fedgc.execution.jobs import TrainJob, TrainResult
-from fedgc.training import train_local
+from fedgc.execution.training import train_local
 
 
 def run_sequential(model: nn.Module, start: Mapping[str, torch.Tensor], jobs: Sequence[TrainJob], *,

@@ -36,7 +36,7 @@ from torch.nn.utils.rnn import pad_sequence
 from fedgc.execution.device import free_memory_bytes, resolve_device
 from fedgc.execution.jobs import TrainJob, TrainResult
 from fedgc.execution.sequential import run_sequential
-from fedgc.training import LocalTrainResult
+from fedgc.execution.training import LocalTrainResult
 
 
 def _stderr_notice(line: str) -> None:

@@ -1,6 +1,6 @@
 """``fedgc fetch traces|mnist|fashion-mnist|shakespeare|all [--dir D]``: download the public data sets
 and network traces fedgc's scenarios use, check each file's checksum, and put them in the data
-directory (``--dir``, else ``$FEDGC_DATA_DIR``, else the user cache: :func:`fedgc.paths.user_cache_dir`).
+directory (``--dir``, else ``$FEDGC_DATA_DIR``, else the user cache: :func:`fedgc.scenario.paths.user_cache_dir`).
 
 Idempotent: files already there with the right checksum are not downloaded again. A download goes
 to a temporary file in the target folder and is renamed only once its checksum matches; a mismatch
@@ -21,7 +21,7 @@ from pathlib import Path
 from fedgc.fetch.catalog import ABOUT, ITEMS, Entry, entries_for
 from fedgc.fetch.download import FetchError, fetch_entry, is_present
 from fedgc.invocation import as_invoked
-from fedgc.paths import default_data_dir
+from fedgc.scenario.paths import default_data_dir
 
 WORKERS = 8
 __all__ = ["FetchError", "fetch", "main"]

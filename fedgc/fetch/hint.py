@@ -32,7 +32,7 @@ def fetch_command(path: str | Path) -> str | None:
     """``fedgc fetch ITEM [--dir D]`` for a missing ``path`` that fetch provides, else None; the command
     written as this process was started (``fedgc.invocation``: ``.venv/bin/fedgc fetch ...``), so it runs.
     ``--dir`` is given unless D is where fetch writes by default (``$FEDGC_DATA_DIR`` or the user cache)."""
-    from fedgc.paths import default_data_dir
+    from fedgc.scenario.paths import default_data_dir
 
     path = Path(os.path.abspath(Path(path).expanduser()))
     known = _provided()

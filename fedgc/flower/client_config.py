@@ -20,12 +20,12 @@ from flwr.app import ConfigRecord
 
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.registry import COMPRESSORS, SERVER_KEYS
-from fedgc.extensions import resolve
 from fedgc.flower import keys
 from fedgc.flower.client_checks import ClientRefusal, NodeLimits, is_int, number
-from fedgc.import_paths import PluginError, is_import_path
 from fedgc.models import MODELS, estimated_parameters, validate_model_options
-from fedgc.scenario import Scenario
+from fedgc.plugins.import_paths import PluginError, is_import_path
+from fedgc.plugins.registry import resolve
+from fedgc.scenario.model import Scenario
 
 # Compression options the server alone reads: the round's density arrives as config.density.
 SERVER_ONLY = SERVER_KEYS
@@ -139,7 +139,7 @@ def _model_options(record: ConfigRecord, model: str) -> dict[str, Any]:
 
 def node_known(kind: str, name: str, table: dict) -> None:
     """An import path in a message is resolved only where this node's operator allows its module
-    (``fedgc.extensions.node_policy``, node config ``plugins=...``); anything else stays unknown and is
+    (``fedgc.plugins.registry.node_policy``, node config ``plugins=...``); anything else stays unknown and is
     refused below — a message never makes a node import code."""
     if is_import_path(name) and name not in table:
         try:

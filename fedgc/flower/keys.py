@@ -1,7 +1,7 @@
 """The keys of fedgc's Flower messages, in one place (the JVM client speaks the same ones).
 
 A training message holds the global model under ``ARRAYS`` (or, with downlink compression, a
-difference: ``fedgc.flower.downlink_stage``), a ``CONFIG`` record (this round's values) and a
+difference: ``fedgc.flower.server.downlink_stage``), a ``CONFIG`` record (this round's values) and a
 ``CLIENT_CONFIG`` record (the client's settings); its reply holds the encoded update under ``UPDATE``
 and a ``METRICS`` record whose contract is ``ReplyMetrics``. The contract: docs/client-protocol.md.
 """
@@ -91,19 +91,19 @@ RESTORE_QUERY = "query.restore"
 # The run config (``flwr run --run-config``; declared in pyproject.toml).
 # Run-config keys; every one has a default in pyproject's [tool.flwr.app.config], since `flwr run`
 # only accepts overrides of declared keys (an empty string means "not set").
-SCENARIO_YAML = "scenario-yaml"  # the resolved scenario, inline (set by fedgc.simulate)
+SCENARIO_YAML = "scenario-yaml"  # the resolved scenario, inline (set by fedgc.cli.run)
 SCENARIO_PATH = "scenario"  # or a path to a scenario file
 OUT_DIR = "out-dir"  # where the ServerApp writes metrics.jsonl, summary.json, plots, model.pt
 QUIET = "quiet"  # no progress bar
 NODE_WAIT_S = "node-wait-s"  # how long the ServerApp waits for SuperNodes to connect
 # Flower's simulation runtime: the engine names the folder of the run's disk store in the run config
-# (``fedgc.flower.flower_engine``); the ClientApp's ``client_store_mod`` then loads each node's state
+# (``fedgc.flower.runtime.flower_engine``); the ClientApp's ``client_store_mod`` then loads each node's state
 # from it for the node's message and writes it back after, so Flower's contexts hold nothing between turns.
 CLIENT_STORE_DIR = "client-store-dir"
 
 @dataclass(frozen=True)
 class ReplyMetrics:
-    """What a client reports with its update. The server trusts none of it: ``fedgc.flower.validate``
+    """What a client reports with its update. The server trusts none of it: ``fedgc.flower.server.validate``
     checks every value against the decoded update before it weighs or times anything."""
 
     num_examples: int  # the size of the client's partition: its aggregation weight

@@ -11,9 +11,9 @@ from flwr.app import Context, UserConfig
 
 from fedgc.flower.client_checks import ClientRefusal
 from fedgc.flower.keys import NODE_WAIT_S, OUT_DIR, PLUGINS, QUIET, SCENARIO_PATH, SCENARIO_YAML  # noqa: F401 — defined in keys.py
-from fedgc.import_paths import node_policy
-from fedgc.scenario import Scenario, load_scenario, validate
-from fedgc.yaml12 import load as yaml12_load
+from fedgc.plugins.import_paths import node_policy
+from fedgc.scenario.model import Scenario, load_scenario, validate
+from fedgc.scenario.yaml12 import load as yaml12_load
 
 
 def node_scenario(context: Context) -> Scenario:

@@ -13,7 +13,7 @@ from abc import abstractmethod
 
 from flwr.serverapp import Grid
 
-from fedgc.flower.client_state import saved_state_mismatch
+from fedgc.flower.state.client_state import saved_state_mismatch
 
 
 class Transport(Grid):

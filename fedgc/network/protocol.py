@@ -19,10 +19,10 @@ the moment the last kept update arrives; nothing is added to the links' times.
   with the objects streaming behind it; docs/sim-to-real.md).
   A model with many more arrays has more objects and more round trips.
 * **Reply collection.** The server pulls replies every ``reply_poll_s`` (0.05 s in fedgc's own loop,
-  ``fedgc.flower.partition_grid.POLL_INTERVAL_S``; 3 s in Flower's ``Grid.send_and_receive`` over HTTP,
+  ``fedgc.flower.server.partition_grid.POLL_INTERVAL_S``; 3 s in Flower's ``Grid.send_and_receive`` over HTTP,
   ``flwr/superlink/grid/http_grid.py``). A reply message is listed as soon as the client has sent its
   header, i.e. when its upload *starts*. fedgc's server then takes each reply as its last object
-  arrives (``fedgc.flower.superlink_grid``): ``pull_backoff_s`` 0, the default. A ServerApp on Flower's
+  arrives (``fedgc.flower.server.superlink_grid``): ``pull_backoff_s`` 0, the default. A ServerApp on Flower's
   own grid pulls the reply's objects with exponential backoff instead (``pull_objects`` in
   ``flwr/supercore/inflatable/inflatable_utils.py``: first retry after 1 s, doubling, at most 10 s
   apart; set ``pull_backoff_s: 1``, ``pull_backoff_cap_s: 10``), so it holds a reply at the first retry

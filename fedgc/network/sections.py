@@ -121,7 +121,7 @@ class FlowerProtocolConfig(_Kind):
     requests_up: int = Field(1, ge=0, le=10_000, description="request round trips per upload")
     reply_poll_s: float = Field(0.05, ge=0.0, le=3600.0, description="the server's reply collection step "
                                 "(fedgc's loop 0.05 s; Flower's send_and_receive 3 s)")
-    # fedgc's server collects each reply as its last object arrives (fedgc.flower.superlink_grid): 0.
+    # fedgc's server collects each reply as its last object arrives (fedgc.flower.server.superlink_grid): 0.
     # A ServerApp on Flower's own grid retries a missing object after 1 s, doubling, at most 10 s apart.
     pull_backoff_s: float = Field(0.0, ge=0.0, le=3600.0, description="first retry of a reply object not yet "
                                   "arrived (doubling; 0: collected as it arrives, fedgc's server)")

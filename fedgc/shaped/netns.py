@@ -21,7 +21,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from fedgc.process_guard import shared_guard
+from fedgc.runs.process_guard import shared_guard
 
 FRAME_OVERHEAD = 1514 / 1448
 TBF_LATENCY = "400ms"  # the queue tbf keeps (as time at the current rate) before dropping

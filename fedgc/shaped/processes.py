@@ -1,6 +1,6 @@
 """Processes run inside a namespace (``ip netns exec``), each leading its own session, stopped with
 everything they started into it (SIGTERM, then SIGKILL after a grace period), and by this process's
-guard (``fedgc.process_guard``) if this process is killed first."""
+guard (``fedgc.runs.process_guard``) if this process is killed first."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from fedgc.process_guard import shared_guard
+from fedgc.runs.process_guard import shared_guard
 
 
 def _session_members(sid: int) -> list[int]:

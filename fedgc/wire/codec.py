@@ -2,7 +2,10 @@
 
 A blob is a version byte, then one entry per model parameter in the key order of the ``arrays``
 record of the train message (the server's ``shapes``, buffers included): a kind byte and that
-kind's body. Names and shapes are not sent: the server knows the model. Decoding reads and checks
+kind's body. Names and shapes are not sent: the server knows the model. Version 1 is the format every
+client speaks; version 3 (``encode_bytes(..., version=3, values="int8")``) changes the sparse and
+stc bodies only: Golomb–Rice index gaps (``fedgc.wire.golomb``) and, for sparse, a value encoding
+(``fedgc.wire.quantize``). Decoding reads and checks
 one field at a time, so the first failing check names the reason (``fedgc.wire.reasons``; the
 precedence is in docs/wire-format.md), and raises ``CodecError``. No Flower here:
 ``fedgc.flower.update_record`` puts the blob into one ``ArrayRecord``.
@@ -17,6 +20,7 @@ import torch
 
 from fedgc.compress.bits import PackingError, packed_len
 from fedgc.compress.payloads import (
+    CodedSparsePayload,
     DensePayload,
     LowRankPayload,
     NaturalPayload,
@@ -29,6 +33,18 @@ from fedgc.compress.payloads import (
     VotePayload,
     payload_to,
 )
+from fedgc.wire.golomb import decode_rice, encode_rice
+from fedgc.wire.quantize import (
+    ENCODING_CODES,
+    ENCODINGS,
+    LEVELS,
+    SCALED,
+    Coded,
+    block_count,
+    code_bytes,
+    dequantize,
+    encode_values,
+)
 from fedgc.wire.varint import (
     IndexCodingError,
     IndexTruncated,
@@ -40,6 +56,8 @@ from fedgc.wire.varint import (
 )
 
 VERSION = 1
+VERSION_V3 = 3  # wire format v3 (docs/wire-format.md); version byte 2 is never written
+VERSIONS = (VERSION, VERSION_V3)
 DENSE, SPARSE, SIGN, VOTE, TERNARY, QSGD, NATURAL, LOWRANK, STC = range(9)
 VALUE_DTYPES = {0: torch.float32, 1: torch.float16}
 DTYPE_CODES = {torch.float32: 0, torch.float16: 1}
@@ -94,11 +112,67 @@ def _body(payload: Payload) -> list[np.ndarray]:
     raise TypeError(f"no wire format for {type(payload).__name__}")
 
 
-def encode_bytes(payloads: dict[str, Payload]) -> bytes:
-    """The update blob: version byte, then each payload's kind and body in the order given."""
-    parts = [_u8([VERSION])]
+def _coded(payload: SparsePayload, values: str | None, block: int) -> Coded:
+    """The wire form of a sparse payload's values: as they are (``values=None``: a coded payload's
+    own codes, else fp32 or fp16 by the values' dtype), or re-encoded in ``values``."""
+    if isinstance(payload, CodedSparsePayload) and values in (None, payload.encoding) and (
+            values is None or block == payload.block):
+        return Coded(payload.encoding, payload.block, payload.codes, payload.scales, payload.values)
+    if values is None:
+        values = "fp16" if payload.values.dtype == torch.float16 else "fp32"
+    return encode_values(payload.values, values, block)
+
+
+def _code_bytes(coded: Coded) -> np.ndarray:
+    if coded.encoding in ("fp32", "fp16"):
+        return _floats(coded.codes, torch.float32 if coded.encoding == "fp32" else torch.float16)
+    if coded.encoding == "int8":
+        return coded.codes.to(torch.int8).numpy().view(np.uint8)
+    if coded.encoding == "int4":
+        nibbles = coded.codes.to(torch.int8).numpy().view(np.uint8) & 0x0F
+        if nibbles.size % 2:
+            nibbles = np.concatenate((nibbles, np.zeros(1, dtype=np.uint8)))
+        return nibbles[0::2] | (nibbles[1::2] << 4)
+    return np.packbits(coded.codes.numpy().astype(np.uint8), bitorder="little")  # sign bits
+
+
+def _body_v3(payload: Payload, values: str | None, block: int) -> list[np.ndarray]:
+    """Version 3 bodies: sparse and stc with a Golomb–Rice index block, sparse values encoded;
+    every other kind as in version 1."""
+    if isinstance(payload, SparsePayload):
+        coded = _coded(payload, values, block)
+        parts = [_u8([SPARSE, ENCODING_CODES[coded.encoding]]), encode_rice(payload.indices.numpy(), payload.numel)]
+        if payload.indices.numel() == 0:
+            return parts
+        if coded.encoding in SCALED:
+            parts += [encode_varints(np.array([coded.block], dtype=np.uint64)), _floats(coded.scales)]
+        return [*parts, _code_bytes(coded)]
+    if isinstance(payload, SparseTernaryPayload):
+        return [_u8([STC]), _floats([payload.scale]), encode_rice(payload.indices.numpy(), math.prod(payload.shape)),
+                _u8(payload.signs)]
+    return _body(payload)
+
+
+def encode_bytes(payloads: dict[str, Payload], version: int = VERSION, values: str | None = None,
+                 block: int = 0) -> bytes:
+    """The update blob: version byte, then each payload's kind and body in the order given.
+
+    ``version=3`` writes wire format v3; ``values`` then picks the encoding of every sparse payload's
+    values (``fp32``, ``fp16``, ``int8``, ``int4``, ``sign``; None: as each payload holds them) and
+    ``block`` the values per scale of the scaled ones (0: one scale per tensor). What the receiver
+    will see of a value is ``fedgc.wire.quantize.quantize(values, encoding, block)``."""
+    if version not in VERSIONS:
+        raise ValueError(f"wire format version {version}: one of {VERSIONS}")
+    if version == VERSION and values is not None:
+        raise ValueError("value encodings need version=3; version 1 sends each payload's values as they are")
+    if values is not None and values not in ENCODING_CODES:
+        raise ValueError(f"unknown value encoding {values!r}; one of {', '.join(ENCODINGS)}")
+    if not 0 <= block < 2**64:
+        raise ValueError(f"block size {block} outside 0…2**64−1")
+    parts = [_u8([version])]
     for payload in payloads.values():
-        parts.extend(_body(payload_to(payload, "cpu")))  # a payload made on a GPU is written from the host
+        payload = payload_to(payload, "cpu")  # a payload made on a GPU is written from the host
+        parts.extend(_body_v3(payload, values, block) if version == VERSION_V3 else _body(payload))
     return np.concatenate(parts).tobytes()
 
 
@@ -146,6 +220,19 @@ class _Reader:
     def indices(self, numel: int) -> torch.Tensor:
         try:
             indices, used = decode_indices(self.data[self.pos :], numel)
+        except VarintError as err:
+            raise CodecError("bad-varint", f"{self.name}: {err}") from None
+        except IndexTruncated as err:
+            raise CodecError("truncated", f"{self.name}: {err}") from None
+        except IndexCodingError as err:
+            raise CodecError("bad-indices", f"{self.name}: {err}") from None
+        self.pos += used
+        return torch.from_numpy(indices)
+
+    def rice(self, numel: int) -> torch.Tensor:
+        """A version 3 index block (``fedgc.wire.golomb``)."""
+        try:
+            indices, used = decode_rice(self.data[self.pos :], numel)
         except VarintError as err:
             raise CodecError("bad-varint", f"{self.name}: {err}") from None
         except IndexTruncated as err:
@@ -227,21 +314,78 @@ def _decode_one(r: _Reader, kind: int, shape: tuple[int, ...]) -> Payload:
     raise CodecError("bad-kind", f"{r.name}: unknown payload kind {kind}")
 
 
+def _decode_sparse_v3(r: _Reader, shape: tuple[int, ...]) -> SparsePayload:
+    from fedgc.compress.bits import unpack_bits
+
+    code = int(r.take(1)[0])
+    if code >= len(ENCODINGS):
+        raise CodecError("bad-dtype", f"{r.name}: value encoding code {code}")
+    encoding = ENCODINGS[code]
+    indices = r.rice(math.prod(shape))
+    k = indices.numel()
+    if encoding in ("fp32", "fp16"):
+        dtype = torch.float32 if encoding == "fp32" else torch.float16
+        return SparsePayload(indices=indices, values=r.floats(k, dtype), shape=shape)
+    if k == 0:
+        empty = torch.zeros(0, dtype=torch.float32)
+        codes = torch.zeros(0, dtype=torch.int8 if encoding in LEVELS else torch.uint8)
+        return CodedSparsePayload(indices=indices, values=empty, shape=shape, encoding=encoding, block=0,
+                                  codes=codes, scales=empty)
+    block = r.varint()
+    scales = torch.tensor(r.scales(block_count(k, block)), dtype=torch.float32)
+    raw = r.take(code_bytes(encoding, k))
+    if encoding == "sign":
+        try:
+            codes = unpack_bits(torch.from_numpy(raw.copy()), k).to(torch.uint8)
+        except PackingError as err:
+            raise CodecError("bad-bits", f"{r.name}: {err}") from None
+    else:
+        if encoding == "int4":
+            nibbles = np.stack((raw & 0x0F, raw >> 4), axis=1).reshape(-1)
+            if nibbles[k:].any():
+                raise CodecError("bad-bits", f"{r.name}: int4 padding nibble set")
+            raw = nibbles[:k]
+            raw = np.where(raw >= 8, raw.astype(np.int16) - 16, raw).astype(np.int8)  # 4-bit two's complement
+        codes = torch.from_numpy(raw.view(np.int8).copy())
+        if ((codes < -LEVELS[encoding]) | (codes > LEVELS[encoding])).any():  # −128 (int8), −8 (int4)
+            raise CodecError("bad-levels", f"{r.name}: an {encoding} code outside ±{LEVELS[encoding]}")
+    values = dequantize(codes, scales, encoding, block)
+    if not torch.isfinite(values).all():  # a finite scale near the f32 maximum times a code can overflow
+        raise CodecError("non-finite", f"{r.name}: code x scale overflows")
+    return CodedSparsePayload(indices=indices, values=values, shape=shape, encoding=encoding, block=block,
+                              codes=codes, scales=scales)
+
+
+def _decode_one_v3(r: _Reader, kind: int, shape: tuple[int, ...]) -> Payload:
+    if kind == SPARSE:
+        return _decode_sparse_v3(r, shape)
+    if kind == STC:
+        from fedgc.compress.bits import unpack_bits
+
+        (scale,) = r.scales(1)
+        indices = r.rice(math.prod(shape))
+        k = indices.numel()
+        signs = r.packed(packed_len(k), lambda b: unpack_bits(b, k))
+        return SparseTernaryPayload(indices=indices, signs=signs, scale=scale, shape=shape)
+    return _decode_one(r, kind, shape)
+
+
 def _check_levels(codes: torch.Tensor, levels: int, name: str) -> None:
     if codes.numel() and int(codes.max()) > 2 * levels:
         raise CodecError("bad-levels", f"{name}: code above 2·levels")
 
 
 def decode_bytes(data: bytes | np.ndarray, shapes: dict[str, tuple[int, ...]]) -> dict[str, Payload]:
-    """Validate and decode an update blob against the model's parameter ``shapes``."""
+    """Validate and decode an update blob (version 1 or 3) against the model's parameter ``shapes``."""
     r = _Reader(np.frombuffer(bytes(data), dtype=np.uint8))
     version = int(r.take(1)[0]) if r.data.size else -1
-    if version != VERSION:
-        raise CodecError("bad-version", f"format version {version}, expected {VERSION}")
+    if version not in VERSIONS:
+        raise CodecError("bad-version", f"format version {version}, expected one of {VERSIONS}")
+    decode_one = _decode_one_v3 if version == VERSION_V3 else _decode_one
     payloads: dict[str, Payload] = {}
     for name, shape in shapes.items():
         r.name = name
-        payloads[name] = _decode_one(r, int(r.take(1)[0]), tuple(shape))
+        payloads[name] = decode_one(r, int(r.take(1)[0]), tuple(shape))
     if r.pos != r.data.size:
         raise CodecError("trailing-bytes", f"{r.data.size - r.pos} bytes after the last parameter")
     return payloads

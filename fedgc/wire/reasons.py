@@ -8,7 +8,7 @@ in this order (``REPLY`` before ``ENVELOPE`` before ``BLOB`` before ``AFTER_DECO
 
 from __future__ import annotations
 
-# fedgc/flower/strategy.py and fedgc/flower/validate.py, before the update record is opened.
+# fedgc/flower/server/strategy.py and fedgc/flower/server/validate.py, before the update record is opened.
 REPLY = ("unexpected-sender", "stale-reply", "duplicate-reply", "missing-metrics", "bad-num-examples",
          "bad-metrics", "missing-update", "too-large")
 # fedgc/flower/update_record.py: the ArrayRecord that carries the blob.

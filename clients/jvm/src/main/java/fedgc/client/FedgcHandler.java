@@ -31,7 +31,7 @@ import java.util.TreeSet;
  * {@code client-config} and its checks ({@link Settings}, {@link ClientChecks}), the replica and the
  * downlink digests ({@link Downlink}), the state and data files ({@link DeviceFiles}, {@link FedgcState}).
  * What fedgc's Python ClientApp: what fedgc's Python ClientApp
- * ({@code fedgc/flower/client_app.py} with {@code downlink_mod}) does, per docs/client-protocol.md.
+ * ({@code fedgc/flower/client/client_app.py} with {@code downlink_mod}) does, per docs/client-protocol.md.
  *
  * <ul>
  *   <li>{@code query.partition}: a MetricRecord {@code partition} with {@code partition-id} and

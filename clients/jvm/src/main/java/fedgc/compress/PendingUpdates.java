@@ -6,7 +6,7 @@ import java.util.Set;
 
 /**
  * Updates sent but not yet known to be applied (fedgc's {@code settle_pending} in
- * fedgc/flower/client_app.py). The server's next message lists the rounds whose updates from this
+ * fedgc/flower/client/client_app.py). The server's next message lists the rounds whose updates from this
  * client it applied ({@code applied-rounds}); {@link #settle} drops those and puts every other pending
  * update back into the memory, so an upload that was cut or late is never lost. Then the round's own
  * sent update becomes the pending one ({@link #record}).

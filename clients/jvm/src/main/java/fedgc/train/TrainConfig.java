@@ -1,7 +1,7 @@
 package fedgc.train;
 
 /**
- * Local SGD as fedgc's {@code train_local} (fedgc/training.py) runs it: {@code steps} minibatches of
+ * Local SGD as fedgc's {@code train_local} (fedgc/execution/training.py) runs it: {@code steps} minibatches of
  * {@code batchSize} drawn by walking a random permutation of the local data and drawing a new one
  * when it is used up (the last batch of a pass may be short); {@code torch.optim.SGD} with
  * {@code momentum} and {@code weightDecay}; cross-entropy loss (mean over the batch).

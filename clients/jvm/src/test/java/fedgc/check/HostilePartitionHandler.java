@@ -1,4 +1,4 @@
-package fedgc.check;
+package fedgc.cli.check;
 
 import fedgc.client.FedgcHandler;
 import fedgc.supernode.Message;

@@ -1,4 +1,4 @@
-package fedgc.check;
+package fedgc.cli.check;
 
 import fedgc.compress.CompressedUpdate;
 import fedgc.compress.CompressionContext;

@@ -1,4 +1,4 @@
-package fedgc.check;
+package fedgc.cli.check;
 
 import fedgc.supernode.Array;
 import fedgc.supernode.ArrayRecord;

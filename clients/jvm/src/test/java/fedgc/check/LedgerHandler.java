@@ -1,4 +1,4 @@
-package fedgc.check;
+package fedgc.cli.check;
 
 import fedgc.supernode.Message;
 import fedgc.supernode.NodeContext;

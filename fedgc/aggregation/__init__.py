@@ -1,0 +1,1 @@
+"""The server side of a round without Flower: aggregation rules and server optimizers."""

@@ -1,0 +1,379 @@
+"""A researcher's own models, datasets, compressors, aggregation rules and server optimizers, without
+editing fedgc (docs/api.md, "Extending").
+
+Three ways in, one registry per kind (the same dicts the built-ins are listed in):
+
+- from Python: ``fedgc.register_model("tiny", TinyNet)``, ``register_dataset``, ``register_compressor``, ``register_aggregator``,
+  ``register_server_optimizer``;
+- an import path in the scenario: ``model: {name: "my_pkg.models:TinyNet"}`` (also ``data.dataset``,
+  ``compression.name``, ``downlink.name``, ``strategy.aggregation`` and ``strategy.server_optimizer``),
+  imported when the scenario is validated and registered under that text;
+- an installed package that announces itself in the ``fedgc.plugins`` entry-point group: the entry
+  point is a function of no arguments that calls the ``register_*`` functions.
+
+Imports are the process's own decision, never a message's. A process imports a scenario's import path
+only when ``imports_allowed`` says so: always in the process that reads the user's scenario (the CLI,
+the API, Flower's simulation runtime started by fedgc), and on a deployed SuperNode only for modules its
+operator listed (node config ``plugins="my_pkg,other_pkg"``, ``node_policy``), whether a message or the
+run config's scenario names it; so is a ``fedgc.plugins`` entry point. A name a node does not know is
+refused in the reply (``unknown-model``, ``bad-run-config``...), never imported."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.metadata
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from fedgc.plugins.import_paths import PluginError, import_object, imports_allowed, is_import_path
+from fedgc.plugins.options import NoOptions
+
+ENTRY_POINT_GROUP = "fedgc.plugins"
+KINDS = ("model", "dataset", "compressor", "aggregator", "server_optimizer")
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """One registered name: its kind, where it came from (``built-in``, ``python``, ``import path``,
+    ``plugin <distribution>``) and the object's qualified name."""
+
+    kind: str
+    name: str
+    source: str
+    target: str
+
+
+_SOURCES: dict[tuple[str, str], str] = {}
+
+
+def _qualname(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__name__)}"
+
+
+# --- models ----------------------------------------------------------------------------------------
+
+def register_model(name: str, builder: Callable[..., Any], options: type[BaseModel] | None = None, *,
+                   replace: bool = False) -> None:
+    """Make ``model.name: <name>`` build ``builder(input_shape, num_classes, **options) -> nn.Module``.
+    ``options``: a pydantic model of its settings (``model.options``; unknown keys are errors); None:
+    the builder's own ``Options`` if it is a class with one, else no options. ``replace=True`` registers
+    again a name this process registered from Python (a notebook cell run twice)."""
+    _add_model(name, builder, options, "python", replace)
+
+
+def _add_model(name: str, builder: Callable[..., Any], options: type[BaseModel] | None, source: str,
+               replace: bool = False) -> None:
+    from fedgc.models import MODELS
+
+    _check_name(name, "model", MODELS, replace)
+    if not callable(builder):
+        raise PluginError(f"model {name}: {builder!r} is not callable (a model is a class or function "
+                          "(input_shape, num_classes, **options) -> torch.nn.Module)")
+    declared = options if options is not None else getattr(builder, "Options", None)
+    if declared is None:
+        declared = NoOptions
+    if not (isinstance(declared, type) and issubclass(declared, BaseModel)):
+        raise PluginError(f"model {name}: its options must be a pydantic BaseModel subclass, not {declared!r}")
+    MODELS[name] = _with_options(builder, declared)
+    _SOURCES[("model", name)] = source
+
+
+def _with_options(builder: Callable[..., Any], options: type[BaseModel]) -> Any:
+    """The builder as the model registry holds models: a callable with an ``Options`` model."""
+    if getattr(builder, "Options", None) is options:
+        return builder
+
+    def build(input_shape: tuple[int, ...], num_classes: int, **kwargs: Any) -> Any:
+        return builder(input_shape, num_classes, **kwargs)
+
+    build.Options = options  # type: ignore[attr-defined]
+    build.__qualname__ = getattr(builder, "__qualname__", "model")
+    build.__module__ = getattr(builder, "__module__", __name__)
+    return build
+
+
+# --- datasets --------------------------------------------------------------------------------------
+
+def register_dataset(name: str, data: Any, *, replace: bool = False) -> None:
+    """Make ``data.dataset: <name>`` use ``data``: a ``fedgc.UserData`` (arrays, ``UserData.from_npz``,
+    ``UserData.from_torch``) or a function of no arguments returning one (called when a run loads it). ``replace=True`` registers
+    again a name this process registered from Python (a notebook cell run twice)."""
+    _add_dataset(name, data, "python", replace)
+
+
+def _add_dataset(name: str, data: Any, source: str, replace: bool = False) -> None:
+    from fedgc.data.config import DATASET_NAMES
+    from fedgc.data.user import USER_DATASETS, UserData
+
+    _check_name(name, "dataset", {**dict.fromkeys(DATASET_NAMES), **USER_DATASETS}, replace)
+    if not (isinstance(data, UserData) or callable(data)):
+        raise PluginError(f"dataset {name}: expected a fedgc.UserData or a function returning one, "
+                          f"not {type(data).__name__}")
+    USER_DATASETS[name] = data
+    _SOURCES[("dataset", name)] = source
+
+
+# --- compressors -----------------------------------------------------------------------------------
+
+def register_compressor(cls: type, name: str | None = None, *, replace: bool = False) -> None:
+    """Make ``compression.name: <cls.name>`` (or ``name``) use ``cls``: a ``fedgc.Compressor`` subclass
+    whose ``compress`` returns one of the existing payload kinds, with an ``Options`` model derived from
+    ``fedgc.CompressorOptions`` for its keys (docs/api.md). ``replace=True`` registers
+    again a name this process registered from Python (a notebook cell run twice)."""
+    _add_compressor(cls, name, "python", replace)
+
+
+def _add_compressor(cls: type, name: str | None, source: str, replace: bool = False) -> None:
+    from fedgc.compress.registry import COMPRESSORS, check_compressor
+
+    try:
+        check_compressor(cls)
+    except TypeError as err:
+        raise PluginError(f"compressor {name or getattr(cls, 'name', cls)!r}: {err}") from None
+    key = name or cls.name
+    _check_name(key, "compressor", COMPRESSORS, replace)
+    COMPRESSORS[key] = cls
+    _SOURCES[("compressor", key)] = source
+
+
+# --- aggregation rules ----------------------------------------------------------------------------
+
+def register_aggregator(cls: type, name: str | None = None, *, replace: bool = False) -> None:
+    """Make ``strategy.aggregation: <cls.name>`` (or ``name``) use ``cls``: a ``fedgc.Aggregator``
+    subclass (server side only: clients never see it). ``replace=True`` registers
+    again a name this process registered from Python (a notebook cell run twice)."""
+    _add_server_part("aggregator", cls, name, "python", replace)
+
+
+def _add_server_part(kind: str, cls: type, name: str | None, source: str, replace: bool = False) -> None:
+    """Register an aggregation rule (``kind`` aggregator) or a server optimizer (server_optimizer)."""
+    if kind == "aggregator":
+        from fedgc.aggregation.aggregators import AGGREGATORS as registry
+        from fedgc.aggregation.aggregators import check_aggregator as check
+    else:
+        from fedgc.aggregation.server_optim import SERVER_OPTIMIZERS as registry
+        from fedgc.aggregation.server_optim import check_server_optimizer as check
+    label = kind.replace("_", " ")
+    try:
+        check(cls)
+    except TypeError as err:
+        raise PluginError(f"{label} {name or getattr(cls, 'name', cls)!r}: {err}") from None
+    key = name or getattr(cls, "name", None)
+    if not isinstance(key, str):
+        scenario_key = "aggregation" if kind == "aggregator" else kind
+        raise PluginError(f"{label} {cls.__name__}: set its name (the scenario's strategy.{scenario_key})")
+    _check_name(key, kind, registry, replace)
+    registry[key] = cls
+    _SOURCES[(kind, key)] = source
+
+
+# --- server optimizers ----------------------------------------------------------------------------
+
+def register_server_optimizer(cls: type, name: str | None = None, *, replace: bool = False) -> None:
+    """Make ``strategy.server_optimizer: <cls.name>`` (or ``name``) use ``cls``: a
+    ``fedgc.ServerOptimizer`` subclass (server side only). ``replace=True`` registers
+    again a name this process registered from Python (a notebook cell run twice)."""
+    _add_server_part("server_optimizer", cls, name, "python", replace)
+
+
+def _check_name(name: str, kind: str, known: Any, replace: bool = False) -> None:
+    """A new, short, printable name; with ``replace``, a name this process registered from Python may
+    be registered again (a notebook cell run twice); a built-in, an import path or a plugin never."""
+    if not isinstance(name, str) or not name or len(name) > 200 or not name.isprintable():
+        raise PluginError(f"{kind} name {name!r}: expected a short printable name")
+    if name in known:
+        where = _SOURCES.get((kind, name), "built-in")
+        if replace and where == "python":
+            return
+        hint = "; choose another name" + ("" if where != "python" else " (or replace=True)")
+        raise PluginError(f"{kind} {name!r} is registered already ({where}){hint}")
+
+
+# --- import paths in a scenario ----------------------------------------------------------------------
+
+
+
+def resolve(kind: str, path: str) -> None:
+    """Register the object an import path names under that path (once; the same path again is a no-op)."""
+    if (kind, path) in _SOURCES:
+        return
+    value = import_object(path, kind)
+    if kind == "compressor":
+        _add_compressor(value, path, "import path")
+    elif kind in ("aggregator", "server_optimizer"):
+        _add_server_part(kind, value, path, "import path")
+    elif kind == "model":
+        _add_model(path, value, None, "import path")
+    else:
+        _add_dataset(path, value, "import path")
+
+
+# Where a scenario names a plugin: (section, key, kind).
+PLUGIN_KEYS = (("model", "name", "model"), ("data", "dataset", "dataset"), ("compression", "name", "compressor"),
+               ("downlink", "name", "compressor"), ("strategy", "aggregation", "aggregator"),
+               ("strategy", "server_optimizer", "server_optimizer"))
+
+
+def _named(tree: Any, section: str, key: str) -> Any:
+    return tree.get(section, {}).get(key) if isinstance(tree, dict) and isinstance(tree.get(section), dict) else None
+
+
+def resolve_scenario_paths(tree: Any) -> None:
+    """Import and register every import path a scenario tree names (model, dataset, compressors)."""
+    if not isinstance(tree, dict):
+        return
+    load_entry_points()
+    for section, key, kind in PLUGIN_KEYS:
+        value = _named(tree, section, key)
+        if isinstance(value, str) and is_import_path(value):
+            resolve(kind, value)
+
+
+def is_known(kind: str, name: str) -> bool:
+    """Whether ``name`` is registered for ``kind`` in this process (a built-in, or registered already)."""
+    from fedgc.aggregation.aggregators import AGGREGATORS
+    from fedgc.aggregation.server_optim import SERVER_OPTIMIZERS
+    from fedgc.compress.registry import COMPRESSORS
+    from fedgc.data.config import DATASET_NAMES
+    from fedgc.data.hf import PREFIX as HF_PREFIX
+    from fedgc.data.user import USER_DATASETS
+    from fedgc.models import MODELS
+
+    if kind == "dataset":
+        return name in DATASET_NAMES or name in USER_DATASETS or name.startswith(HF_PREFIX)
+    table = {"model": MODELS, "compressor": COMPRESSORS, "aggregator": AGGREGATORS,
+             "server_optimizer": SERVER_OPTIMIZERS}[kind]
+    return name in table
+
+
+def is_built_in(kind: str, name: str) -> bool:
+    """Whether ``name`` is one of fedgc's own (not registered from Python, an import path or a plugin)."""
+    return (kind, name) not in _SOURCES and is_known(kind, name)
+
+
+def _entry_points_pending() -> bool:
+    """Installed plugins (``fedgc.plugins`` entry points) not called yet in this process: their names are
+    not known until they run. Reads the packages' metadata only."""
+    return not _entry_points_loaded and bool(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+def unchecked_plugins(tree: Any) -> dict[tuple[str, str], str]:
+    """``{(section, key): name}`` of the plugins a scenario tree names that this process has not loaded:
+    an import path not imported yet, or (while installed plugins were not called) a name none of the
+    registries holds. Validating them would run their code; nothing is imported or called here."""
+    found: dict[tuple[str, str], str] = {}
+    pending: bool | None = None
+    for section, key, kind in PLUGIN_KEYS:
+        value = _named(tree, section, key)
+        if not isinstance(value, str) or is_known(kind, value):
+            continue
+        if is_import_path(value):
+            found[(section, key)] = value
+        elif value and value.isprintable() and len(value) <= 200:
+            pending = _entry_points_pending() if pending is None else pending
+            if pending:
+                found[(section, key)] = value
+    return found
+
+
+@contextlib.contextmanager
+def running(kind: str, name: str) -> Iterator[None]:
+    """Within it, the plugin registered as ``name`` runs (a dataset's function, a model's builder): what it
+    raises, ``SystemExit`` included, is one ``PluginError`` line naming it; fedgc's own errors pass as
+    they are. A built-in runs as it is."""
+    if _SOURCES.get((kind, name)) is None:
+        yield
+        return
+    try:
+        yield
+    except (Exception, SystemExit) as err:  # the plugin's error (or exit), in one line
+        if type(err).__module__.split(".")[0] == "fedgc":
+            raise
+        text = f"{kind} {name!r} raised {type(err).__name__}: {err}".splitlines()[0]
+        raise PluginError(text[:300]) from None
+
+
+def registered_in_python(tree: dict[str, Any]) -> list[str]:
+    """The names a scenario uses that were registered from Python in this process only: other processes
+    (Flower's runtime, SuperNodes) cannot know them."""
+    used = [("model", tree.get("model", {}).get("name")), ("dataset", tree.get("data", {}).get("dataset")),
+            ("compressor", tree.get("compression", {}).get("name")), ("compressor", tree.get("downlink", {}).get("name")),
+            ("aggregator", tree.get("strategy", {}).get("aggregation")),
+            ("server_optimizer", tree.get("strategy", {}).get("server_optimizer"))]
+    return [f"{kind} {name}" for kind, name in used if _SOURCES.get((kind, name)) == "python"]
+
+
+# --- installed plugins ---------------------------------------------------------------------------
+
+_entry_points_loaded = False  # every entry point installed has been called in this process
+_entry_points_called: set[tuple[str, str]] = set()  # (name, value) of those called
+
+
+def load_entry_points() -> list[str]:
+    """Call every ``fedgc.plugins`` entry point once per process; returns their names. A plugin that
+    fails to load is a ``PluginError`` naming it. Under a node's policy (``node_policy``) an entry
+    point whose module its operator did not list is neither imported nor called (a later call outside
+    the policy may still load it)."""
+    global _entry_points_loaded  # noqa: PLW0603 — once per process, by design
+    if _entry_points_loaded:
+        return []
+    names, skipped = [], False
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if (entry.name, entry.value) in _entry_points_called:
+            continue
+        if not imports_allowed(entry.value.partition(":")[0].strip()):  # its module, as listed
+            skipped = True
+            continue
+        _entry_points_called.add((entry.name, entry.value))
+        distribution = entry.dist.name if entry.dist is not None else entry.value
+        before = set(_SOURCES)
+        try:
+            entry.load()()
+        except PluginError:
+            raise
+        except (Exception, SystemExit) as err:  # noqa: BLE001 — the plugin's error (or exit), in one line
+            raise PluginError(f"plugin {entry.name} ({distribution}): {type(err).__name__}: {err}"
+                              .splitlines()[0]) from None
+        for key in set(_SOURCES) - before:
+            _SOURCES[key] = f"plugin {distribution}"
+        names.append(entry.name)
+    _entry_points_loaded = not skipped
+    return names
+
+
+def registered() -> list[PluginInfo]:
+    """Everything registered: built-in and added, each with where it came from."""
+    from fedgc.aggregation.aggregators import AGGREGATORS
+    from fedgc.aggregation.server_optim import SERVER_OPTIMIZERS
+    from fedgc.compress.registry import COMPRESSORS
+    from fedgc.data.config import DATASET_NAMES
+    from fedgc.data.user import USER_DATASETS
+    from fedgc.models import MODELS
+
+    load_entry_points()
+    rows = []
+    for kind, table in (("model", MODELS), ("dataset", {**dict.fromkeys(DATASET_NAMES), **USER_DATASETS}),
+                        ("compressor", COMPRESSORS), ("aggregator", AGGREGATORS),
+                        ("server_optimizer", SERVER_OPTIMIZERS)):
+        for name, value in table.items():
+            target = _qualname(value) if value is not None else "fedgc.data"
+            rows.append(PluginInfo(kind, name, _SOURCES.get((kind, name), "built-in"), target))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``fedgc plugins``: every model, dataset, compressor and aggregation rule fedgc knows, and where
+    each came from."""
+    try:
+        rows = registered()
+    except PluginError as err:
+        print(f"error: {err}", file=__import__("sys").stderr)
+        return 2
+    width = max(len(r.name) for r in rows)
+    for row in rows:
+        print(f"{row.kind:<16} {row.name:<{width}}  {row.source:<12} {row.target}")
+    return 0

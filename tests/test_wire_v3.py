@@ -1,0 +1,220 @@
+"""Wire format v3 (docs/wire-format.md, "Format v3"): Golomb–Rice index gaps and sub-16-bit value
+encodings. Round trips bit for bit, what the receiver sees is what ``quantize`` says, the vectors in
+tests/vectors/v3 both ways, every rejection vector with its reason, hostile blobs refused in one
+line before anything is sized by them, version 1 still decoded, and bits per index near the floor."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fedgc.compress.payloads import CodedSparsePayload, SparsePayload
+from fedgc.wire.codec import CodecError, decode_bytes, encode_bytes
+from fedgc.wire.golomb import decode_rice, encode_rice, max_rice_parameter, rice_parameter, stream_bits
+from fedgc.wire.quantize import ENCODINGS, quantize
+from fedgc.wire.reasons import BLOB
+from fedgc.wire.varint import encode_indices
+from tests.wire_v3_cases import payloads_from_input, reject_cases
+
+REPO = Path(__file__).resolve().parents[1]
+V3 = Path(__file__).parent / "vectors" / "v3"
+VALID = sorted(p for p in V3.glob("*.json") if p.stem != "reject")
+REJECTS = json.loads((V3 / "reject.json").read_text())["cases"]
+
+
+def shapes_of(vector: dict) -> dict[str, tuple[int, ...]]:
+    return {k: tuple(v) for k, v in vector["shapes"].items()}
+
+
+def bits(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to(torch.float32).flatten().numpy().view("<u4")
+
+
+@st.composite
+def sparse_payloads(draw):
+    numel = draw(st.integers(1, 2000))
+    chosen = sorted(draw(st.sets(st.integers(0, numel - 1), max_size=min(numel, 300))))
+    magnitude = draw(st.sampled_from([1e-30, 1e-3, 1.0, 1e4, 1e30]))
+    values = torch.tensor(draw(st.lists(st.floats(-1, 1, width=32), min_size=len(chosen), max_size=len(chosen))),
+                          dtype=torch.float32) * magnitude
+    return SparsePayload(torch.tensor(chosen, dtype=torch.int64), values, (numel,))
+
+
+@settings(max_examples=300, deadline=None)
+@given(sparse_payloads(), st.sampled_from(ENCODINGS), st.sampled_from([0, 1, 3, 64, 10**6]))
+def test_any_sparse_payload_round_trips_and_the_receiver_sees_quantize(payload, encoding, block):
+    blob = encode_bytes({"x": payload}, version=3, values=encoding, block=block)
+    (decoded,) = decode_bytes(blob, {"x": payload.shape}).values()
+    assert torch.equal(decoded.indices, payload.indices)
+    assert np.array_equal(bits(decoded.values), bits(quantize(payload.values, encoding, block)))
+    assert np.array_equal(bits(decoded.to_dense()), bits(SparsePayload(
+        payload.indices, quantize(payload.values, encoding, block), payload.shape).to_dense()))
+    assert encode_bytes({"x": decoded}, version=3) == blob  # what was decoded re-encodes to the same bytes
+
+
+@pytest.mark.parametrize("encoding", ["int8", "int4"])
+@pytest.mark.parametrize("block", [0, 16])
+def test_integer_codes_are_the_nearest_level_of_the_block_scale(encoding, block):
+    levels = {"int8": 127, "int4": 7}[encoding]
+    values = torch.randn(100, generator=torch.Generator().manual_seed(0))
+    sent = quantize(values, encoding, block)
+    width = 100 if block == 0 else block
+    for start in range(0, 100, width):
+        v, s = values[start:start + width], sent[start:start + width]
+        scale = v.abs().max() / levels
+        assert (s - v).abs().max() <= scale / 2 * (1 + 1e-5)  # rounding error at most half a step
+        assert torch.allclose(s.abs().max(), v.abs().max())  # the largest magnitude is sent exactly (± rounding)
+
+
+def test_sign_sends_the_mean_magnitude_per_block():
+    values = torch.tensor([1.0, -3.0, 2.0, -0.5, 4.0])
+    assert torch.equal(quantize(values, "sign", 0), torch.tensor([2.1, -2.1, 2.1, -2.1, 2.1]))
+    assert quantize(values, "sign", 2).tolist() == [2.0, -2.0, 1.25, -1.25, 4.0]
+
+
+def test_quantize_keeps_shape_and_fp32_is_lossless():
+    values = torch.randn(3, 4, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(quantize(values, "fp32"), values)
+    assert quantize(values, "int4").shape == (3, 4)
+    residual = values - quantize(values, "int8")  # what error feedback keeps
+    assert 0 < residual.abs().max() <= values.abs().max() / 127 / 2 * (1 + 1e-5)
+
+
+def test_encoder_arguments_are_checked():
+    payload = {"x": SparsePayload(torch.tensor([1]), torch.tensor([1.0]), (4,))}
+    with pytest.raises(ValueError, match="version=3"):
+        encode_bytes(payload, values="int8")
+    with pytest.raises(ValueError, match="version 2"):
+        encode_bytes(payload, version=2)
+    with pytest.raises(ValueError, match="unknown value encoding"):
+        encode_bytes(payload, version=3, values="int3")
+    with pytest.raises(ValueError, match="finite"):
+        quantize(torch.tensor([1.0, float("nan")]), "int8")
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
+def test_v3_vector_decodes_bit_exactly_and_encodes_from_its_input(path):
+    vector = json.loads(path.read_text())
+    blob, shapes = bytes.fromhex(vector["hex"]), shapes_of(vector)
+    assert blob[0] == 3
+    decoded = decode_bytes(blob, shapes)
+    for key, values in vector["decoded"].items():
+        assert np.array_equal(bits(decoded[key].to_dense()), np.array(values, dtype="<f4").view("<u4")), key
+    assert encode_bytes(decoded, version=3) == blob
+    args = vector["encode"]
+    assert encode_bytes(payloads_from_input(vector["input"], shapes), version=args["version"],
+                        values=args["values"], block=args["block"]).hex() == vector["hex"]
+
+
+def test_v3_vectors_cover_every_encoding_blocks_and_an_empty_entry():
+    vectors = [json.loads(p.read_text()) for p in VALID]
+    payloads = [p for v in vectors for p in decode_bytes(bytes.fromhex(v["hex"]), shapes_of(v)).values()]
+    coded = [p for p in payloads if isinstance(p, CodedSparsePayload)]
+    assert {p.encoding for p in coded} == {"int8", "int4", "sign"}
+    assert any(p.block and p.indices.numel() % p.block for p in coded)  # a partial last block
+    assert any(isinstance(p, SparsePayload) and p.indices.numel() == 0 for p in payloads)
+    assert {v["encode"]["values"] for v in vectors} >= set(ENCODINGS)
+
+
+def test_the_stored_v3_rejection_vectors_are_the_generated_ones():
+    assert REJECTS == json.loads(json.dumps(reject_cases()))
+
+
+@pytest.mark.parametrize("case", REJECTS, ids=lambda c: c["name"])
+def test_v3_rejection_vector(case):
+    with pytest.raises(CodecError) as err:
+        decode_bytes(bytes.fromhex(case["hex"]), shapes_of(case))
+    assert err.value.reason == case["reason"]
+    assert "\n" not in str(err.value)  # a one-line refusal
+
+
+def test_v3_rejections_use_only_the_blob_reasons_and_most_of_them():
+    reasons = {c["reason"] for c in REJECTS}
+    assert reasons <= set(BLOB)
+    assert set(BLOB) - reasons == {"bad-rank"}  # lowrank's body is version 1's, its vectors are there
+
+
+def test_version_1_blobs_still_decode_and_version_2_is_refused():
+    payload = {"x": SparsePayload(torch.tensor([2, 9]), torch.tensor([1.5, -2.0]), (16,))}
+    v1 = encode_bytes(payload)
+    assert v1[0] == 1 and torch.equal(decode_bytes(v1, {"x": (16,)})["x"].to_dense(), payload["x"].to_dense())
+    with pytest.raises(CodecError, match="bad-version"):
+        decode_bytes(bytes([2]) + v1[1:], {"x": (16,)})
+
+
+@pytest.mark.parametrize("claim", [10**9, 2**40])
+def test_a_huge_claim_is_refused_without_allocating_for_it(claim):
+    """k and the shape say a billion entries; the blob holds a few bytes: refused as truncated, with
+    allocations bounded by the blob, not by k or n."""
+    from fedgc.wire.varint import encode_varints
+
+    blob = bytes([3, 1, 2]) + encode_varints(np.array([claim])).tobytes() + bytes([0]) + b"\x00" * 64
+    tracemalloc.start()
+    with pytest.raises(CodecError) as err:
+        decode_bytes(blob, {"x": (claim,)})
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert err.value.reason == "truncated" and peak < 1_000_000
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(ENCODINGS), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=4),
+       st.integers(0, 10**6), st.binary(max_size=8))
+def test_corrupted_v3_blobs_are_refused_or_decode_to_finite_values(encoding, edits, cut, tail):
+    g = torch.Generator().manual_seed(2)
+    shapes = {"w": (40, 30), "b": (30,)}
+    payloads = {k: SparsePayload(torch.randperm(math.prod(s), generator=g)[:25].sort().values,
+                                 torch.randn(25, generator=g), s) for k, s in shapes.items()}
+    data = bytearray(encode_bytes(payloads, version=3, values=encoding, block=7))
+    for position, byte in edits:
+        data[position % len(data)] = byte
+    data = data[: max(1, cut % (len(data) + 1))] + tail if cut % 3 == 0 else data
+    try:
+        decoded = decode_bytes(bytes(data), shapes)
+    except CodecError as err:
+        assert err.reason in BLOB
+        return
+    for key, shape in shapes.items():
+        dense = decoded[key].to_dense()
+        assert dense.shape == shape and torch.isfinite(dense).all()
+
+
+@pytest.mark.parametrize("density", [0.5, 0.1, 0.01, 0.001])
+def test_rice_rule_is_near_the_best_parameter_and_the_floor(density):
+    n = 1_000_000
+    rng = np.random.default_rng(0)
+    indices = np.sort(rng.choice(n, max(1, int(n * density)), replace=False))
+    gaps = np.diff(indices, prepend=-1) - 1
+    b = rice_parameter(int(gaps.sum()), indices.size)
+    best = min(range(max_rice_parameter(n) + 1), key=lambda c: stream_bits(gaps, c))
+    assert stream_bits(gaps, b) <= stream_bits(gaps, best) + 0.1 * indices.size
+    block = encode_rice(indices, n)
+    decoded, used = decode_rice(block, n)
+    assert np.array_equal(decoded, indices) and used == block.size
+    entropy = -(density * math.log2(density) + (1 - density) * math.log2(1 - density)) / density
+    assert 8 * block.size / indices.size <= entropy + 0.15  # bits per index: within 0.15 of the floor
+    v1 = encode_indices(indices, n).size
+    if density <= 0.1:
+        assert block.size < v1  # below version 1's index block
+    else:  # dense patterns: version 1's bitmap, plus at most k's varint and b
+        assert block.size <= v1 + 4
+
+
+def test_bench_wire_runs_tiny_and_ends_with_one_json_object():
+    proc = subprocess.run([sys.executable, "bench/wire.py", "--tiny"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert {"bits_per_index", "bits_per_value", "ratio_vs_dense", "codec_ms"} <= set(figures)
+    assert "accuracy_gap_pp" not in figures and "tta_3g_speedup" not in figures
+    assert figures["bits_per_index"]["0.001"]["v3"] < figures["bits_per_index"]["0.001"]["v1"]
