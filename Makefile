@@ -1,7 +1,7 @@
 # Commands for a fresh machine with only Python and make:
 #   make run   — set up .venv with what running needs and run the default (offline) scenario beside
 #                its baselines (no compression; both directions compressed): a comparison table
-#   make test  — the same venv plus the test and Ray extras, run the test suite (all of it, as CI does)
+#   make test  — the same venv plus the test, Ray and datasets extras, run the test suite (all of it, as CI does)
 #   make test-fast — the same minus the tests marked deployment, ray, jvm, netns, notebook or slow
 #   make lint  — ruff and mypy (a step of test and test-fast)
 PYTHON ?= python3
@@ -22,7 +22,7 @@ $(RUN_STAMP): pyproject.toml constraints.txt
 
 $(STAMP): $(RUN_STAMP)
 	@echo "installing the test tools and Ray into $(VENV): about 1-2 minutes, once"
-	@PYTHONWARNINGS=ignore $(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,ray]'  # ray: the flower-engine tests run, not skip
+	@PYTHONWARNINGS=ignore $(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,ray,datasets]'  # ray: the flower-engine tests run, not skip; datasets: flwr-datasets' partitioners
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -264,7 +264,7 @@ def measure(name: str, rounds: int, device_spec: str, tiny: bool) -> dict:
 
 def scenario_clients(scenario) -> range:
     """The clients a round of the scenario selects (the strategy's fraction of the population)."""
-    from fedgc.flower.server.strategy import SelectionPolicy
+    from fedgc.core.parts import SelectionPolicy
 
     s = scenario.strategy
     policy = SelectionPolicy(s.fraction, scenario.network.over_selection, s.min_clients, retries=0)

@@ -12,10 +12,21 @@
 * encode + decode time of that update, version 1 fp32 against v3 per encoding (median of interleaved
   repeats; the target is v3 ≤ 1.5× version 1).
 
-Random updates only: no real DGC update, no training. The last line is one JSON object.
+Then training runs (``--accuracy-rounds 0`` skips them): DGC at density 0.001 on
+``scenarios/dgc_mnist.yaml`` (or ``--scenario``) with each ``--encodings`` value (``compression.value_dtype``:
+fp32, fp16 in version 1; int8, int4, sign in v3, the rounding kept in DGC's residual) for
+``--accuracy-rounds`` rounds (warm-up included) and each of ``--seeds``: final accuracy, mean ± sample
+std over the seeds and its gap to the fp32-value run in points, and the whole upload message ratio
+from the run's own byte counts, dense fp32 reply / compressed reply (Flower message and metrics
+included), over the whole run and over the rounds at the scenario's density (after warm-up).
+``ratio_whole_message`` in the JSON is that ratio of the encoding with the largest one among those whose
+mean accuracy is within 0.3 points of fp32's, and ``accuracy_gap_pp`` its gap; both only from the runs
+made here, and only with at least 3 seeds. ``--set KEY=VALUE`` overrides the scenario (e.g.
+``--set model.name=mnist_cnn --set compression.warmup_rounds=0``: message sizes on mnist_cnn).
+The last line is one JSON object.
 
-    .venv/bin/python bench/wire.py            # ~1 min
-    .venv/bin/python bench/wire.py --tiny     # a smoke run (smaller tensors, fewer repeats)
+    FEDGC_DATA_DIR=... .venv/bin/python bench/wire.py       # ~1 min + 25–90 s a 200-round run (2 shared cores)
+    .venv/bin/python bench/wire.py --tiny     # a smoke run (smaller tensors, fewer repeats, 3 rounds, 1 seed)
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
 
 from fedgc.compress.payloads import SparsePayload
 from fedgc.wire.codec import decode_bytes, encode_bytes
@@ -40,6 +52,9 @@ from fedgc.wire.varint import encode_indices
 
 REPO = Path(__file__).resolve().parents[1]
 DENSITIES = (0.01, 0.001)
+KEEPS_ACCURACY_PP = 0.3  # the issue's bar: final accuracy within 0.3 points of the fp32-value run
+MIN_SEEDS = 3  # ... as a mean over at least 3 seeds
+MAX_ROUNDS, MAX_SEEDS = 100_000, 20
 
 
 def floor_bits_per_index(p: float) -> float:
@@ -88,14 +103,130 @@ def timed(payload: dict, shapes: dict, version: int, values: str | None) -> floa
     return time.perf_counter() - start
 
 
-def main() -> None:
+def mean_std(values: list[float]) -> tuple[float, float | None]:
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
+
+
+def training_run(scenario_path: str, encoding: str, seed: int, rounds: int, sets: dict | None = None) -> dict:
+    """One DGC run with ``value_dtype: encoding``: final accuracy and the run's upload byte counts."""
+    import fedgc
+
+    overrides = {**(sets or {}), "rounds": rounds, "seed": seed, "compression.value_dtype": encoding,
+                 "eval.every": rounds}
+    try:
+        scenario = fedgc.Scenario.from_yaml(scenario_path, overrides)
+    except fedgc.ScenarioError as err:
+        raise SystemExit(f"bench/wire.py: {err}") from None
+    start = time.perf_counter()
+    run = fedgc.run(scenario)
+    wall = time.perf_counter() - start
+    target = scenario.compression.density
+    steady = [r for r in run.rounds if r.density == target and r.bytes_up]
+    return {"encoding": encoding, "seed": seed, "rounds": rounds, "final_accuracy": run.summary.final_accuracy,
+            "bytes_up": run.summary.bytes_up, "dense_bytes_up": run.summary.dense_bytes_up,
+            "ratio_run": run.summary.dense_bytes_up / run.summary.bytes_up,
+            "steady_rounds": len(steady),
+            "ratio_at_density": (sum(r.dense_bytes_up for r in steady) / sum(r.bytes_up for r in steady)
+                                 if steady else None),
+            "rejected": run.summary.updates_rejected, "failed": run.summary.clients_failed, "wall_s": wall}
+
+
+def accuracy_figures(runs: list[dict], encodings: list[str]) -> dict:
+    out = {}
+    base = [r["final_accuracy"] for r in runs if r["encoding"] == "fp32"]
+    for encoding in encodings:
+        mine = [r for r in runs if r["encoding"] == encoding]
+        accuracy = [r["final_accuracy"] for r in mine]
+        ratios = [r["ratio_at_density"] for r in mine if r["ratio_at_density"] is not None]
+        mean, std = mean_std(accuracy)
+        out[encoding] = {
+            "final_accuracy_mean": mean, "final_accuracy_std": std, "seeds": [r["seed"] for r in mine],
+            "gap_pp": 100 * (statistics.fmean(base) - mean) if base else None,
+            "ratio_run": statistics.fmean(r["ratio_run"] for r in mine),
+            "ratio_at_density": statistics.fmean(ratios) if ratios else None,
+            "rejected": sum(r["rejected"] for r in mine), "failed": sum(r["failed"] for r in mine)}
+    return out
+
+
+def best_kept(figures: dict) -> tuple[str, dict] | None:
+    """The encoding with the largest whole-message ratio (at the scenario's density) among those whose
+    mean final accuracy is within ``KEEPS_ACCURACY_PP`` of fp32's, and no update rejected or failed."""
+    kept = [(e, f) for e, f in figures.items() if f["gap_pp"] is not None and f["gap_pp"] <= KEEPS_ACCURACY_PP
+            and f["ratio_at_density"] is not None and not f["rejected"] and not f["failed"]]
+    return max(kept, key=lambda item: item[1]["ratio_at_density"]) if kept else None
+
+
+def accuracy_section(args: argparse.Namespace) -> dict:
+    runs = []
+    for seed in args.seeds:  # seed by seed, every encoding: a cut-short bench still compares like with like
+        for encoding in args.encodings:
+            runs.append(training_run(args.scenario, encoding, seed, args.accuracy_rounds, args.set))
+            r = runs[-1]
+            print(f"  {encoding:>5} seed {seed}: final accuracy {r['final_accuracy']:.4f}, upload ratio "
+                  f"{r['ratio_run']:.1f} (run) {r['ratio_at_density'] or float('nan'):.1f} (at density, "
+                  f"{r['steady_rounds']} rounds), {r['wall_s']:.0f} s", flush=True)
+    figures = accuracy_figures(runs, args.encodings)
+    where = f"{args.scenario}{f' with {args.set}' if args.set else ''}"
+    print(f"\nDGC on {where}, {args.accuracy_rounds} rounds, seeds {', '.join(map(str, args.seeds))}: "
+          "final accuracy mean ± sample std, gap to fp32 values, whole upload message ratio dense / compressed")
+    print(f"{'values':>8} {'accuracy':>17} {'gap (pp)':>9} {'ratio, run':>11} {'ratio at density':>17}")
+    for encoding, f in figures.items():
+        std = "—" if f["final_accuracy_std"] is None else f"{100 * f['final_accuracy_std']:.2f}"
+        gap = "—" if f["gap_pp"] is None else f"{f['gap_pp']:+.2f}"
+        at = "—" if f["ratio_at_density"] is None else f"{f['ratio_at_density']:.1f}"
+        print(f"{encoding:>8} {100 * f['final_accuracy_mean']:>9.2f} ± {std:<5} {gap:>9} {f['ratio_run']:>11.1f} {at:>17}")
+    return {"runs": runs, "figures": figures}
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tiny", action="store_true", help="small tensors and 3 repeats: a smoke run")
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--scenario", default=str(REPO / "scenarios" / "dgc_mnist.yaml"),
+                        help="the DGC scenario of the accuracy runs (default: scenarios/dgc_mnist.yaml)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a scenario override of the accuracy runs (YAML value), e.g. model.name=mnist_cnn")
+    parser.add_argument("--accuracy-rounds", type=int, default=None,
+                        help="rounds of each accuracy run, warm-up included (default 200; --tiny: 3; 0: none)")
+    parser.add_argument("--seeds", default=None, help="comma-separated seeds of the accuracy runs (default 0,1,2; --tiny: 0)")
+    parser.add_argument("--encodings", default="fp32,fp16,int8,int4",
+                        help="comma-separated value_dtype values of the accuracy runs (fp32 first: the gaps are to it)")
     args = parser.parse_args()
+    if not 1 <= args.repeats <= 1000:
+        parser.error(f"--repeats must be 1 to 1000, not {args.repeats}")
+    args.accuracy_rounds = (3 if args.tiny else 200) if args.accuracy_rounds is None else args.accuracy_rounds
+    if not 0 <= args.accuracy_rounds <= MAX_ROUNDS:
+        parser.error(f"--accuracy-rounds must be 0 to {MAX_ROUNDS}, not {args.accuracy_rounds}")
+    seeds = (args.seeds if args.seeds is not None else ("0" if args.tiny else "0,1,2"))[:1000].split(",")
+    if not 1 <= len(seeds) <= MAX_SEEDS or not all(s.strip().isdigit() and int(s) < 2**32 for s in seeds):
+        parser.error(f"--seeds: 1 to {MAX_SEEDS} comma-separated integers in 0…2**32−1, not {args.seeds[:60]!r}")
+    args.seeds = [int(s) for s in seeds]
+    if len(set(args.seeds)) != len(args.seeds):
+        parser.error("--seeds: a seed is listed twice")
+    encodings = args.encodings[:200].split(",")
+    if encodings[:1] != ["fp32"] or len(set(encodings)) != len(encodings) or not set(encodings) <= set(ENCODINGS):
+        parser.error(f"--encodings: fp32 first, then distinct ones of {', '.join(ENCODINGS)}, not {args.encodings[:60]!r}")
+    args.encodings = encodings
+    if len(args.set) > 20:
+        parser.error("--set: at most 20 overrides")
+    sets = {}
+    for item in args.set:
+        key, eq, value = item[:1000].partition("=")
+        if not eq or not key:
+            parser.error(f"--set: KEY=VALUE, not {item[:60]!r}")
+        try:
+            sets[key] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            parser.error(f"--set {key}: not a YAML value: {value[:60]!r}")
+    args.set = sets
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     n_pattern, n_update, repeats = (200_000, 255_570, 3) if args.tiny else (4_000_000, 25_557_032, args.repeats)
     rng = np.random.default_rng(0)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, cwd=REPO, capture_output=True,
                             text=True).stdout.strip()
     print(f"bench/wire.py, {datetime.date.today()}, main at {commit} (+ uncommitted changes if any), "
           f"CPU kernels {torch.backends.cpu.get_cpu_capability()}, torch {torch.__version__}")
@@ -136,15 +267,34 @@ def main() -> None:
     for name, _, _ in cases:
         print(f"{name:>10} {sizes[name]:>9,} {dense / sizes[name]:>8.1f} {8 * sizes[name] / k:>10.2f} "
               f"{ms[name]:>7.2f} {ms[name] / ms['v1_fp32']:>6.2f}")
-    print("\nnot measured here: accuracy_gap_pp and tta_3g_speedup (no training runs in this bench yet), "
-          "nor the Flower message around the blob (about 1 KB a reply)")
-    print(json.dumps({
+    accuracy = None
+    if args.accuracy_rounds:
+        print(f"\naccuracy runs: DGC on {args.scenario}, {args.accuracy_rounds} rounds, values "
+              f"{', '.join(args.encodings)}, seeds {', '.join(map(str, args.seeds))}", flush=True)
+        accuracy = accuracy_section(args)
+    best = best_kept(accuracy["figures"]) if accuracy and len(args.seeds) >= MIN_SEEDS else None
+    if accuracy and len(args.seeds) < MIN_SEEDS:
+        print(f"\nfewer than {MIN_SEEDS} seeds (a seed's accuracy moves by points): no ratio_whole_message")
+    elif accuracy and best is None:
+        print(f"\nno encoding kept the fp32-value runs' accuracy within {KEEPS_ACCURACY_PP} points "
+              "with every update accepted: no ratio_whole_message")
+    elif best is not None:
+        print(f"\nbest encoding within {KEEPS_ACCURACY_PP} points of fp32 values: {best[0]}, whole upload message "
+              f"{best[1]['ratio_at_density']:.1f}x smaller than dense fp32 at the scenario's density, "
+              f"{best[1]['gap_pp']:+.2f} points")
+    print("\nnot measured here: tta_3g_speedup (no 3G runs in this bench)")
+    kept = {} if best is None else {"ratio_whole_message": best[1]["ratio_at_density"],
+                                    "accuracy_gap_pp": best[1]["gap_pp"], "best_encoding": best[0]}
+    print(json.dumps({**kept,
         "bench": "wire", "tiny": args.tiny, "commit": commit, "date": str(datetime.date.today()),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(), "bits_per_index": indices,
         "bits_per_value": per_value, "blob_bytes": sizes,
         "ratio_vs_dense": {name: dense / size for name, size in sizes.items()},
         "codec_ms": ms, "codec_vs_v1": {name: t / ms["v1_fp32"] for name, t in ms.items()},
-        "update_entries": n_update, "kept": k}))
+        "update_entries": n_update, "kept": k,
+        "accuracy": None if accuracy is None else {"scenario": args.scenario, "set": args.set,
+                                                   "rounds": args.accuracy_rounds,
+                                                   "seeds": args.seeds, **accuracy}}))
 
 
 if __name__ == "__main__":

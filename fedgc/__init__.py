@@ -23,6 +23,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from fedgc.core import kernels as _kernels
+
+# Before anything in fedgc imports torch: the same CPU kernels on every x86-64 machine (opt out with
+# FEDGC_CPU_KERNELS=native; docs/performance.md, "CPU kernel sets"). Processes fedgc starts inherit them.
+_kernels.apply()
+
 # Public name -> the module that defines it.
 _PUBLIC = {
     "FedgcError": "fedgc.errors",  # the base of every one-line user error below (docs/api.md, "Errors")

@@ -22,3 +22,9 @@ class RunFolderError(FedgcError, ValueError):
     """A run folder cannot be used (``fedgc.run(out=...)``, ``--out``, ``--resume``) or read
     (``fedgc.load_run``, ``fedgc report``); ``str(err)`` is one line naming the folder or file and the
     problem."""
+
+
+class ChoiceError(FedgcError, ValueError):
+    """An argument given a value outside the ones its call documents (``fedgc.table``'s and
+    ``Sweep.table``'s ``fmt``, ``Run.to_pandas``'s ``table``); ``str(err)`` is one line naming the
+    argument, the value and the choices."""

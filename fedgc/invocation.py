@@ -2,8 +2,9 @@
 when pasted: ``fedgc fetch mnist`` only when ``fedgc`` on ``PATH`` is this installation's command;
 ``.venv/bin/fedgc fetch mnist`` when the command was started by its path; ``.venv/bin/python -m
 fedgc run --resume DIR`` after ``make run`` (``python -m fedgc run``), ``python -m fedgc.cli.run`` when
-started as that module, and the same Python with ``-m fedgc`` for the other commands; from a notebook or a script, this environment's ``fedgc``
-(or its Python with ``-m fedgc``) when ``fedgc`` on ``PATH`` is another one or none.
+started as that module, and the same Python with ``-m fedgc`` for the other commands; from a notebook
+or a script, this environment's ``fedgc`` (or its Python with ``-m fedgc``) when ``fedgc`` on ``PATH`` is
+another one or none.
 
 A path under the working directory is shown relative to it (``.venv/bin/fedgc``), as a user types it.
 """

@@ -109,7 +109,7 @@ PUBLIC = {
     "CompressionContext": "(round: int = 1, density: float = 1.0, generator: torch.Generator | None = None, "
                           "num_clients: int = 1, memory: Memory | None = None) -> None",
     "Compressor": "()",
-    "CompressorOptions": "(*, error_feedback: bool = True, value_dtype: Literal[fp32, fp16] = fp32, "
+    "CompressorOptions": "(*, error_feedback: bool = True, value_dtype: Literal[fp32, fp16, int8, int4, sign] = fp32, "
                          "dense_small_tensors: bool = True) -> None",
     "DensePayload": "(values: torch.Tensor, shape: tuple[int, ...]) -> None",
     "FedgcError": None,
@@ -145,7 +145,7 @@ PUBLIC = {
                "compression_ratio_up: float | None, target_accuracy: float, time_to_target_s: float | None, "
                "rounds_to_target: int | None, clients_completed: int, clients_dropped: int, clients_failed: int, "
                "updates_rejected: int, updates_applied: int, rounds_skipped: int = 0, clients_discarded: int = 0, "
-               "stopped_reason: str = completed) -> None",
+               "stopped_reason: str = completed, cpu_kernels: str | None = None) -> None",
     "Sweep": "(runs: list[Run], out_dir: Path | None = None) -> None",
     "TernaryPayload": "(trits: torch.Tensor, scale: float, shape: tuple[int, ...]) -> None",
     "UserData": "(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, "
@@ -234,11 +234,12 @@ MEMBERS = {
             "torch.Tensor]",
         "reads_density": "attribute = False",
         "reads_error_feedback": "attribute = True",
+        "sparse_values": "attribute = False",
     },
     "CompressorOptions": {
         "dense_small_tensors": "field bool = True",
         "error_feedback": "field bool = True",
-        "value_dtype": "field Literal[fp32, fp16] = 'fp32'",
+        "value_dtype": "field Literal[fp32, fp16, int8, int4, sign] = 'fp32'",
     },
     "DensePayload": {
         "shape": "field tuple[int, ...]",
@@ -267,6 +268,7 @@ MEMBERS = {
         "note": "method (self, line: str) -> None",
         "round_done": "method (self, record: RoundRecord, clients: list[ClientRecord]) -> None",
         "started": "method (self, done: list[RoundRecord]) -> None",
+        "stopping": "method (self) -> None",
     },
     "RoundRecord": {
         "accuracy": "field float | None = None",
@@ -375,6 +377,7 @@ MEMBERS = {
         "clients_discarded": "field int = 0",
         "clients_dropped": "field int",
         "clients_failed": "field int",
+        "cpu_kernels": "field str | None = None",
         "compression_ratio_up": "field float | None",
         "dense_bytes_up": "field int",
         "final_accuracy": "field float | None",

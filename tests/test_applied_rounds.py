@@ -8,11 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedgc.core.parts import build_model_for, federated_data, server_optimizer
+from fedgc.core.parts import SelectionPolicy, build_model_for, federated_data, server_optimizer
 from fedgc.flower import keys
 from fedgc.flower.runtime.inline_grid import InlineGrid
 from fedgc.flower.server.loop import _as_record, build_strategy
-from fedgc.flower.server.strategy import SelectionPolicy
 from fedgc.scenario.model import validate
 
 

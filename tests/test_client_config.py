@@ -18,7 +18,7 @@ from fedgc.compress.base import CompressionContext
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.registry import COMPRESSORS
 from fedgc.compress.update import build_compression, compress_update
-from fedgc.core.parts import build_model_for, client_seed, federated_data, server_optimizer
+from fedgc.core.parts import SelectionPolicy, build_model_for, client_seed, federated_data, server_optimizer
 from fedgc.execution.training import steps_for_epochs, train_local
 from fedgc.flower import keys
 from fedgc.flower.client import client_app as fedgc_client
@@ -32,7 +32,6 @@ from fedgc.flower.client_config import (
 from fedgc.flower.keys import ReplyMetrics
 from fedgc.flower.message_size import roundtrip
 from fedgc.flower.server.loop import build_strategy
-from fedgc.flower.server.strategy import SelectionPolicy
 from fedgc.flower.setup import SCENARIO_YAML, scenario_from_run_config
 from fedgc.flower.update_record import encode_update
 from fedgc.scenario.model import dump_scenario, validate

@@ -71,8 +71,10 @@ def test_errors_inside_a_kept_section_and_unknown_keys():
     assert "unknown compressor 'zip'" in error(compression={"name": "zip", "qsgd_levels": 3})
 
 
-def test_an_old_resolved_section_reads_but_not_a_changed_key_of_another_compressor():
-    """A scenario.yaml written before options were per compressor listed every compressor's options."""
+def test_an_old_resolved_section_is_refused_in_one_line_that_names_what_to_delete():
+    """A scenario.yaml written before options were per compressor listed every compressor's options. Its
+    foreign keys are refused, all named in one line that says to delete them (never silently dropped);
+    once deleted, the section reads as the run it described."""
     old = {"name": "dgc", "density": 0.01, "error_feedback": True, "value_dtype": "fp32", "dense_small_tensors": True,
            "warmup_rounds": 5, "warmup_for": ["dgc"], "threshold": 0.001, "momentum": 0.9, "nesterov": False,
            "momentum_correction": True, "momentum_masking": True, "clip_norm": None, "momentum_dtype": "fp32",
@@ -80,7 +82,14 @@ def test_an_old_resolved_section_reads_but_not_a_changed_key_of_another_compress
     assert LEGACY_COMPRESSION_KEYS <= old.keys()
     down = {"name": "none", "density": 0.01, "value_dtype": "fp32", "dense_small_tensors": True, "threshold": 0.001,
             "qsgd_levels": 15}
-    s = scenario(compression=old, downlink=down)
+    foreign = ["threshold", "signum_momentum", "qsgd_levels", "qsgd_bucket_size", "powersgd_rank"]
+    assert error(compression=old) == (
+        f"compression: {', '.join(foreign)}: other compressors' options at their defaults, as an older fedgc "
+        "wrote every compressor's options into compression; dgc never read them: delete these keys "
+        "(the run is the same without them)")
+    assert error(downlink=down).startswith("downlink: threshold, qsgd_levels: other compressors' options")
+    s = scenario(compression={k: v for k, v in old.items() if k not in foreign}, downlink={
+        k: v for k, v in down.items() if k not in ("threshold", "qsgd_levels")})
     assert s.compression == CompressionConfig(warmup_rounds=5) and s.downlink == DownlinkConfig()
     assert "compression.qsgd_levels: an option of qsgd" in error(compression={**old, "qsgd_levels": 3})
 

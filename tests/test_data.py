@@ -173,7 +173,7 @@ def test_the_digits_are_scikit_learns():
 
 def test_a_digits_iid_split_imports_neither_scikit_learn_nor_hf_datasets():
     """Every process that builds a run's data pays for what it imports: a Flower ClientApp is a new
-    process per message. The digits (read from scikit-learn's own file) split IID need neither
+    process per message. The digits (the file fedgc ships) split IID need neither
     scikit-learn nor HF datasets and flwr-datasets (together about 2 s of CPU)."""
     code = ("from fedgc.data import load_federated\n"
             "from fedgc.data.config import DataConfig\n"

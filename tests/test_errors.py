@@ -80,6 +80,7 @@ def test_the_family_s_classes_derive_from_fedgc_error():
     """The public names, and each documented error class by its module (docs/api.md, "Errors")."""
     from fedgc.core.checkpoint import CheckpointError
     from fedgc.data.base import DataFileError
+    from fedgc.data.optional import FlowerDatasetsUnavailable
     from fedgc.data.partition.base import PartitionError
     from fedgc.data.user import UserDataError
     from fedgc.execution.device import DeviceError
@@ -93,7 +94,7 @@ def test_the_family_s_classes_derive_from_fedgc_error():
 
     family = [fedgc.ScenarioError, fedgc.PluginError, fedgc.RunFolderError, ClaimError, UserDataError, SweepError,
               EngineUnavailable, CheckpointError, DataFileError, PartitionError, DeviceError, MetricsFileError,
-              PathError, TensorBoardUnavailable, FetchError]
+              PathError, TensorBoardUnavailable, FetchError, FlowerDatasetsUnavailable]
     assert all(issubclass(cls, fedgc.FedgcError) for cls in family)
     assert ClaimError is fedgc.RunFolderError  # one class for a folder fedgc cannot use or read
     assert all(issubclass(cls, ValueError) for cls in family if cls is not FetchError)

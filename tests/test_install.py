@@ -9,7 +9,8 @@ the build's ``build/`` and ``*.egg-info`` stay out of the checkout. The fresh en
 wheel (``--no-deps``); its dependencies (PyTorch, Flower...) are those already installed in this one,
 put on its path by a ``.pth`` file, as a path entry only: this environment's editable install of fedgc
 (a ``.pth`` hook of its own) is not run there, and the test checks that ``fedgc`` is imported from the
-new environment."""
+new environment. A second, lean environment gets this one's packages less what the runtime install no
+longer holds (flwr-datasets and what it brings, scikit-learn, SciPy): the quickstart runs there."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import pytest
 from packaging.metadata import Metadata, RawMetadata, parse_email
 from packaging.version import Version
 
-from fedgc.builtin_scenarios import description
+from fedgc.scenario.builtin import description
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -36,6 +37,8 @@ pytestmark = pytest.mark.slow
 # What setuptools builds the wheel from (pyproject.toml: the package, its data, the readme and the licence).
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "fedgc", "scenarios")
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+NOTICE = "fedgc/data/files/digits-NOTICE.md"
+DIGITS_FILES = ("fedgc/data/files/digits.json", NOTICE)
 
 
 def _setuptools_meets_the_build_requirement() -> bool:
@@ -72,7 +75,32 @@ def wheel(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def installed(wheel, tmp_path_factory) -> Path:
     """A fresh virtual environment holding the wheel; returns its ``bin`` folder."""
-    venv = tmp_path_factory.mktemp("venv") / "env"
+    ours = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
+    return _fresh_environment(wheel, tmp_path_factory.mktemp("venv") / "env", sorted(ours))
+
+
+# What the runtime install no longer holds: flwr-datasets and what it brings (the extra fedgc[datasets]),
+# scikit-learn and SciPy. Matched against the first word of a site-packages entry's name, so the packages'
+# own folders, their .libs and their .dist-info all go.
+NOT_IN_THE_RUNTIME = ("flwr_datasets", "datasets", "pyarrow", "pandas", "sklearn", "scikit_learn", "scipy")
+
+
+@pytest.fixture(scope="module")
+def lean(wheel, tmp_path_factory) -> Path:
+    """A fresh virtual environment holding the wheel beside this one's packages less ``NOT_IN_THE_RUNTIME``:
+    a folder of links to every other entry of this environment's site-packages is its path entry."""
+    folder = tmp_path_factory.mktemp("lean-site-packages")
+    for site in sorted({sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}):
+        for entry in Path(site).iterdir():
+            first = entry.name.replace("-", ".").split(".")[0].lower()
+            if first not in NOT_IN_THE_RUNTIME and first != "fedgc" and not (folder / entry.name).exists():
+                (folder / entry.name).symlink_to(entry)
+    return _fresh_environment(wheel, tmp_path_factory.mktemp("lean-venv") / "env", [str(folder)])
+
+
+def _fresh_environment(wheel: Path, venv: Path, path_entries: list[str]) -> Path:
+    """A new virtual environment at ``venv`` holding only the wheel, ``path_entries`` on its path (by a
+    ``.pth`` file: entries only, whose own ``.pth`` files are not run); returns its ``bin`` folder."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
     install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
@@ -81,8 +109,7 @@ def installed(wheel, tmp_path_factory) -> Path:
     assert install.returncode == 0, install.stderr[-3000:]
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                              capture_output=True, text=True, check=True, timeout=60).stdout.strip()
-    ours = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
-    (Path(purelib) / "fedgc-test-dependencies.pth").write_text("".join(f"{p}\n" for p in sorted(ours)))
+    (Path(purelib) / "fedgc-test-dependencies.pth").write_text("".join(f"{p}\n" for p in path_entries))
     return venv / "bin"
 
 
@@ -101,15 +128,28 @@ def test_the_wheel_holds_the_scenarios_the_licence_and_metadata_an_index_accepts
             assert archive.read(f"fedgc/scenarios/{path.name}") == path.read_bytes()
         info = f"fedgc-{PROJECT['version']}.dist-info"
         assert archive.read(f"{info}/licenses/LICENSE") == (REPO / "LICENSE").read_bytes()
+        for name in DIGITS_FILES:  # dataset digits without scikit-learn, its notice in the package and the licences
+            assert archive.read(name) == (REPO / name).read_bytes()
+        assert archive.read(f"{info}/licenses/{NOTICE}") == (REPO / NOTICE).read_bytes()
         raw = archive.read(f"{info}/METADATA")
     assert not [n for n in names if n.startswith(("tests/", "scenarios/", "bench/"))]
     metadata = Metadata.from_raw(_raw(raw), validate=True)
     assert metadata.name == "fedgc" and str(metadata.version) == PROJECT["version"]
-    assert metadata.license_expression == "Apache-2.0" and metadata.license_files == ["LICENSE"]
+    assert metadata.license_expression == "Apache-2.0 AND CC-BY-4.0"  # the code; the digits' data
+    assert metadata.license_files == ["LICENSE", NOTICE]
     assert str(metadata.requires_python) == PROJECT["requires-python"]
     assert metadata.description_content_type == "text/markdown" and metadata.description.startswith("# fedgc")
     assert metadata.classifiers == PROJECT["classifiers"] and metadata.summary == PROJECT["description"]
     assert not [c for c in metadata.classifiers if c.startswith("License ::")]  # PEP 639: the expression only
+
+
+def test_the_runtime_requirements_are_what_running_needs_and_flwr_datasets_is_an_extra(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = Metadata.from_raw(_raw(archive.read(f"fedgc-{PROJECT['version']}.dist-info/METADATA")))
+    runtime = {r.name for r in metadata.requires_dist or [] if r.marker is None}
+    assert runtime == {"flwr", "torch", "numpy", "simpy", "pyyaml", "pydantic", "matplotlib", "tqdm", "tomli-w", "httpx"}
+    extra = [r for r in metadata.requires_dist or [] if r.marker is not None and r.marker.evaluate({"extra": "datasets"})]
+    assert [r.name for r in extra] == ["flwr-datasets"] and "datasets" in (metadata.provides_extra or [])
 
 
 def _raw(raw: bytes) -> RawMetadata:
@@ -159,3 +199,20 @@ def test_a_built_in_that_needs_downloaded_data_says_so_in_one_line(installed, tm
     item = check.stderr.rsplit("fedgc fetch ", 1)[1].split()[0]
     needs = description(name).rsplit("needs `fedgc fetch ", 1)[1].split("`")[0].split()
     assert item in needs, (item, needs)  # what `fedgc scenarios` says it needs
+
+
+def test_the_runtime_install_runs_the_quickstart_and_names_the_extra_a_scenario_needs(lean, tmp_path):
+    """Installed without flwr-datasets (HF datasets, pyarrow, pandas), scikit-learn and SciPy: the
+    quickstart runs from an empty folder; a built-in that partitions with flwr-datasets is refused by
+    ``fedgc check`` in one line that says what to install."""
+    absent = _in_empty_folder(lean, tmp_path, "python", "-c",
+                              "import importlib.util as u; "
+                              f"print([n for n in {NOT_IN_THE_RUNTIME!r} if u.find_spec(n)])")
+    assert absent.stdout == "[]\n", absent.stderr
+    run = _in_empty_folder(lean, tmp_path, "fedgc", "run", "quickstart", "--set", "rounds=2", "--out", "r", "--quiet")
+    assert run.returncode == 0, run.stderr
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["rounds"] == 2
+    check = _in_empty_folder(lean, tmp_path, "fedgc", "check", "fedavg_mnist_cnn")  # data.partition: shards
+    assert check.returncode == 2
+    assert check.stderr == ("error: data.partition: shards needs flwr-datasets, which is not installed: "
+                            "pip install 'fedgc[datasets]'\n")

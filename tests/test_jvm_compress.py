@@ -1,8 +1,10 @@
 """The JVM client's update wire format and compressors (clients/jvm/src/main/java/fedgc/{wire,compress})
 against fedgc's Python codec and compressors, byte for byte.
 
-- Every vector in tests/vectors: Java decodes it to the same f32 values bit for bit and re-encodes
-  the same bytes.
+- Every vector in tests/vectors and tests/vectors/v3 (wire format v3): Java decodes it to the same
+  f32 values bit for bit and re-encodes the same bytes; each v3 vector's ``input`` given to Java's
+  encoder with the vector's ``encode`` arguments gives its bytes, and Java's v3 value encodings
+  (``Quantize``) equal fedgc's ``quantize`` and ``encode_bytes`` on random and edge-case values.
 - Malformed blobs (every truncation, byte edits at every offset, appended bytes, and hand-made
   varint/qsgd/index cases) made from the vectors and from every fedgc compressor's output: Java
   rejects each with the reason fedgc's Python codec gives at test time (``ok`` when both accept).
@@ -43,6 +45,7 @@ from fedgc.flower.client.client_app import settle_pending
 from fedgc.flower.state.client_state import pack_state, unpack_state
 from fedgc.flower.update_record import UPDATE_KEY, encode_update
 from fedgc.wire.codec import CodecError, decode_bytes, encode_bytes
+from fedgc.wire.varint import encode_varints
 
 from .test_jvm_client import JAR, TESTS_JAR, jar  # noqa: F401  (the fixture: make jvm, or skip)
 
@@ -65,7 +68,7 @@ def shapes_text(shapes) -> str:
 
 def test_java_decodes_and_reencodes_every_vector(tmp_path):
     lines = []
-    files = sorted(VECTORS.glob("*.json"))
+    files = sorted(VECTORS.glob("*.json")) + sorted((VECTORS / "v3").glob("*.json"))
     assert files
     for path in files:
         vector = json.loads(path.read_text())
@@ -77,7 +80,90 @@ def test_java_decodes_and_reencodes_every_vector(tmp_path):
     (tmp_path / "vectors.txt").write_text("\n".join(lines) + "\n")
     result = java("vectors", str(tmp_path / "vectors.txt"))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert len(lines) >= 11 and result.stdout.count("ok ") == len(lines)
+    assert len(lines) >= 11 + 10 and result.stdout.count("ok ") == len(lines)
+
+
+def encoder_input(payloads: dict) -> str:
+    """A v3 vector's ``input`` as JvmCheck's ``encode`` reads it (parameters in order)."""
+    parts = []
+    for p in payloads.values():
+        f32 = {k: np.asarray(p[k], dtype="<f4").tobytes().hex() for k in ("values", "scale") if k in p}
+        indices = ",".join(str(i) for i in p.get("indices", []))
+        if p["kind"] == "sparse":
+            parts.append(f"sparse:{indices}:{f32['values']}")
+        elif p["kind"] == "stc":
+            parts.append(f"stc:{indices}:{bytes(p['signs']).hex()}:{f32['scale']}")
+        else:
+            parts.append(f"dense:{f32['values']}")
+    return ";".join(parts)
+
+
+def test_java_encodes_every_v3_vector_from_its_input(tmp_path):
+    """The encoder is pinned too: each v3 vector's ``input`` payloads (f32 values before quantization)
+    through Java's ``Codec.encode(payloads, 3, values, block)`` give the vector's bytes exactly."""
+    lines = []
+    for path in sorted((VECTORS / "v3").glob("*.json")):
+        vector = json.loads(path.read_text())
+        if "input" not in vector:
+            continue
+        args = vector["encode"]
+        lines.append("\t".join((path.stem, shapes_text(vector["shapes"].values()), vector["hex"], str(args["version"]),
+                                args["values"] or "-", str(args["block"]), encoder_input(vector["input"]))))
+    (tmp_path / "encode.txt").write_text("\n".join(lines) + "\n")
+    result = java("encode", str(tmp_path / "encode.txt"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert len(lines) >= 10 and result.stdout.count("ok ") == len(lines), result.stdout
+
+
+def quantize_cases():
+    """(encoding, block, f32 values): ties at half a level, zeros and −0, a block of zeros, one value,
+    blocks longer than the values, a huge block, magnitudes from subnormal to the f32 maximum (where
+    int8's code × scale overflows: refused), and an infinity (refused)."""
+    rng = np.random.default_rng(43)
+    ties = np.array([0.5, -0.5, 1.5, -2.5, 3.5, 127.0, -127.0, 63.5, 0.0, -0.0], dtype=np.float32)
+    zeros = np.array([0.0, -0.0, 0.0, 0.0], dtype=np.float32)
+    for encoding in ("fp32", "fp16", "int8", "int4", "sign"):
+        for block in (0, 1, 3, 4, 7, 256, 2**64 - 1):
+            yield encoding, block, ties
+            yield encoding, block, np.concatenate((zeros, ties))
+            yield encoding, block, np.float32([-2.75])
+            for scale in (1e-40, 1e-3, 1.0, 7e4, 1e37, 1e38):
+                normal = rng.standard_normal(int(rng.integers(1, 40))).clip(-3.4, 3.4)
+                yield encoding, block, (normal * scale).astype(np.float32)
+        yield encoding, 0, np.zeros(0, dtype=np.float32)
+        yield encoding, 0, np.float32([np.finfo(np.float32).max, -1.0])
+        yield encoding, 0, np.float32([1.0, np.inf])
+
+
+def test_java_value_encodings_equal_pythons(tmp_path):
+    """``Quantize.quantize`` (what the receiver sees: the error-feedback half) and the v3 blob of one
+    sparse entry equal fedgc's ``quantize`` and ``encode_bytes(..., version=3, values, block)`` bit for
+    bit; where Python refuses (values too near the f32 maximum for a scaled encoding), Java does too."""
+    from fedgc.compress.payloads import SparsePayload
+    from fedgc.wire.quantize import quantize
+
+    cases = list(quantize_cases())
+    expected = []
+    for encoding, block, values in cases:
+        payload = SparsePayload(indices=torch.arange(values.size), values=torch.from_numpy(values.copy()),
+                                shape=(values.size,))
+        try:
+            seen = quantize(torch.from_numpy(values.copy()), encoding, block).numpy().astype("<f4").tobytes().hex()
+            blob = encode_bytes({"x": payload}, version=3, values=encoding, block=block).hex()
+            expected.append(f"{seen}\t{blob}")
+        except ValueError:
+            expected.append("error")
+    assert 0 < sum(e == "error" for e in expected) < len(expected) // 4
+    (tmp_path / "quantize.txt").write_text("".join(f"{e}\t{b}\t{v.astype('<f4').tobytes().hex()}\n"
+                                                   for e, b, v in cases))
+    result = java("quantize", str(tmp_path / "quantize.txt"), str(tmp_path / "out.txt"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    got = [line if not line.startswith("error\t") else "error"
+           for line in (tmp_path / "out.txt").read_text().splitlines()]
+    assert len(got) == len(cases)
+    bad = [(cases[i][:2], cases[i][2][:4], got[i][:120], expected[i][:120]) for i in range(len(cases))
+           if got[i] != expected[i]]
+    assert not bad, f"{len(bad)} of {len(cases)} differ, e.g. {bad[:3]}"
 
 
 def test_java_update_record_is_flowers(tmp_path):
@@ -170,6 +256,17 @@ def crafted_blobs():
     yield "empty", b"", one
     yield "kind-9", bytes([1, 9]), one
     yield "version-2", bytes([2, 0]), one
+    # wire format v3 (docs/wire-format.md, "Format v3"): huge claims, the largest Rice parameter, blocks
+    huge = {"x": (1 << 28,)}
+    one_pair = bytes([2, 0, 0x03])  # k = 2, b = 0: indices 0 and 1
+    yield "v3-huge-k", bytes([3, 1, 0]) + encode_varints(np.array([1 << 28], dtype=np.uint64)).tobytes() + bytes(
+        [0, 0xff]), huge
+    yield "v3-largest-b", bytes([3, 1, 0, 1, 28, 0xff, 0xff, 0xff, 0x1f]) + norms, huge
+    yield "v3-b-above", bytes([3, 1, 0, 1, 29, 0xff, 0xff, 0xff, 0x3f]) + norms, huge
+    yield "v3-block-2^63", bytes([3, 1, 4]) + one_pair + bytes([0x80] * 9 + [0x01]) + norms + bytes([1]), one
+    yield "v3-block-1-sign", bytes([3, 1, 4]) + one_pair + bytes([1]) + np.float32([1, 2]).tobytes() + bytes([2]), one
+    yield "v3-int4-pair", bytes([3, 1, 3]) + one_pair + bytes([0]) + norms + bytes([0x97]), one
+    yield "v3-stc-empty", bytes([3, 8]) + norms + bytes([0]), one
 
 
 def rejection_cases():

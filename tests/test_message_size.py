@@ -8,6 +8,8 @@ count, and a rebuilt message with the same content.
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pytest
 import torch
@@ -26,8 +28,10 @@ def task_identity():
     saved = TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id
     TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 7, 1
     message_size._subtrees.clear()
+    message_size._configs.clear()
     yield
     message_size._subtrees.clear()
+    message_size._configs.clear()
     TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id = saved
 
 
@@ -133,3 +137,67 @@ def test_what_is_kept_between_messages_is_bounded():
     for seed in range(message_size.MAX_CACHED_RECORDS + 3):
         deflate_message(train_message(model_record(seed, shapes=((20, 20),)), 1, seed))
     assert len(message_size._subtrees) == message_size.MAX_CACHED_RECORDS
+
+
+def test_a_config_record_every_message_shares_is_deflated_once_and_every_change_is_serialized_anew(monkeypatch):
+    """The client-config the strategy puts in every training message of a round (one ``ConfigRecord``)
+    is deflated for the first message only (its id and its bytes), not twice a message; any change to
+    it is serialized anew as Flower does: a value Python calls equal but Flower writes otherwise (1,
+    1.0, True; 0.0 and -0.0; NaNs of two payloads), a list of another type, a key added or removed."""
+    shared = ConfigRecord({"model": "mnist_2nn", "input-shape": [1, 28, 28], "lr": 0.05, "momentum": 0.0,
+                           "steps": 1, "nesterov": False, "blob": b"\x00\x01"})
+    deflated = []
+    flower_deflate = ConfigRecord.deflate
+
+    def counted(record):
+        deflated.append(record is shared)
+        return flower_deflate(record)
+
+    monkeypatch.setattr(ConfigRecord, "deflate", counted)
+    arrays = model_record(4, shapes=((20, 20),))
+
+    def message(node: int) -> Message:
+        built = train_message(arrays, node, 1)
+        built.content["client-config"] = shared
+        built.metadata.__dict__["_message_id"] = f"m{node}"
+        return built
+
+    for node in range(1, 6):
+        roundtrip(message(node))
+    assert sum(deflated) == 2
+    nan_payload = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000001))[0]
+    changes = [("steps", True), ("steps", 1.0), ("steps", 1), ("momentum", -0.0), ("momentum", 0.0),
+               ("input-shape", [1.0, 28.0, 28.0]), ("blob", b"\x00\x02"), ("extra", "x"), ("extra", None),
+               ("lr", float("nan")), ("lr", nan_payload)]
+    for key, value in changes:
+        if value is None:
+            del shared[key]
+        else:
+            shared[key] = value
+        sent = message(7)
+        if key == "lr":  # NaN is unequal to itself: the ids and bytes say it all
+            assert deflate_message(sent) == flower_alone(sent)
+        else:
+            serialized_as_flower_does(sent)
+    for node in range(message_size.MAX_CACHED_CONFIGS + 3):  # a config of its own per message: bounded
+        deflate_message(train_message(arrays, node, 3))
+    assert len(message_size._configs) == message_size.MAX_CACHED_CONFIGS
+
+
+def test_a_config_record_whose_kept_id_is_stale_never_lends_it_to_later_messages():
+    """A record changed after Flower computed its id, sent beside a record still holding its old
+    content (Flower's own serialization then lists it by the old id), leaves nothing behind: the next
+    message holding it is serialized as Flower serializes it."""
+    arrays = model_record(5, shapes=((20, 20),))
+    changed = ConfigRecord({"lr": 0.1, "steps": 2})
+    message = train_message(arrays, 1, 1)
+    message.content["client-config"] = changed
+    deflate_message(message)  # its id computed for {lr 0.1, steps 2}
+    changed["steps"] = 3
+    beside = train_message(arrays, 2, 1)
+    beside.content["old"] = ConfigRecord({"lr": 0.1, "steps": 2})
+    beside.content["client-config"] = changed
+    deflate_message(beside)
+    later = train_message(arrays, 3, 1)
+    later.content["client-config"] = changed
+    serialized_as_flower_does(later)

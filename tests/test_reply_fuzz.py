@@ -26,7 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fedgc.aggregation.server_optim import SGD
-from fedgc.flower.server.strategy import Diverged, FedgcStrategy, SelectionPolicy
+from fedgc.core.parts import SelectionPolicy
+from fedgc.flower.server.strategy import Diverged, FedgcStrategy
 from fedgc.wire.codec import CodecError, decode_bytes
 from fedgc.wire.varint import encode_varints
 from tests.flower_messages import delivered, instruction, reply

@@ -115,4 +115,4 @@ def test_an_interrupted_point_stops_the_sweep_and_resumes_from_its_checkpoint(tm
     interrupted = type("S", (), {"stopped_reason": "interrupted"})()
     monkeypatch.setattr(sweep, "_run_or_resume", lambda *args, **kwargs: interrupted)
     with pytest.raises(KeyboardInterrupt):  # Ctrl-C in a point stops the whole sweep
-        sweep._point_task((None, None, tmp_path, True, False))
+        sweep._point_task((None, None, tmp_path, True, False, None))  # no plugins to carry

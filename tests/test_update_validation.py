@@ -15,8 +15,9 @@ from fedgc.aggregation import aggregators as aggregators_module
 from fedgc.aggregation.server_optim import SGD
 from fedgc.compress.base import DensePayload, SparsePayload
 from fedgc.compress.bits import pack_uint
+from fedgc.core.parts import SelectionPolicy
 from fedgc.flower.server import strategy as strategy_module
-from fedgc.flower.server.strategy import Diverged, FedgcStrategy, SelectionPolicy
+from fedgc.flower.server.strategy import Diverged, FedgcStrategy
 from fedgc.flower.update_record import encode_update
 from fedgc.wire.varint import encode_varints
 from tests import flower_messages

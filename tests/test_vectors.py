@@ -21,7 +21,8 @@ from fedgc.compress.base import CompressionContext
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.payloads import LowRankPayload, QuantizedPayload
 from fedgc.compress.update import build_compression, compress_update
-from fedgc.flower.server.strategy import FedgcStrategy, SelectionPolicy
+from fedgc.core.parts import SelectionPolicy
+from fedgc.flower.server.strategy import FedgcStrategy
 from fedgc.wire.codec import CodecError, decode_bytes, encode_bytes
 from fedgc.wire.reasons import BLOB, ENVELOPE, REASONS, REPLY
 from fedgc.wire.varint import encode_indices

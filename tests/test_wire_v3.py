@@ -211,7 +211,8 @@ def test_rice_rule_is_near_the_best_parameter_and_the_floor(density):
 
 
 def test_bench_wire_runs_tiny_and_ends_with_one_json_object():
-    proc = subprocess.run([sys.executable, "bench/wire.py", "--tiny"], cwd=REPO, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "bench/wire.py", "--tiny"], check=False, cwd=REPO, capture_output=True,
+                          text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     figures = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from fedgc.core.observe import CallbackObserver, Recorder, RoundObserver
+from fedgc.errors import ChoiceError
 from fedgc.runs.metrics import ClientRecord, MetricsFileError, RoundRecord, Summary, read_jsonl
 from fedgc.scenario.model import Scenario, ScenarioError, dump_scenario, validate
 
@@ -56,12 +57,12 @@ class Run:
 
     def to_pandas(self, table: str = "rounds") -> Any:
         """``rounds`` (default) or ``clients`` as a ``pandas.DataFrame`` (needs pandas: ``pip install pandas``)."""
+        if table not in ("rounds", "clients"):
+            raise ChoiceError(f"table must be 'rounds' or 'clients', not {str(table)[:40]!r}")
         try:
             import pandas
         except ImportError:
             raise ImportError("Run.to_pandas needs pandas, which is not installed: pip install pandas") from None
-        if table not in ("rounds", "clients"):
-            raise ValueError(f"table must be 'rounds' or 'clients', not {table!r}")
         records = self.rounds if table == "rounds" else self.clients
         return pandas.DataFrame([asdict(r) for r in records])
 
@@ -70,7 +71,19 @@ def as_scenario(scenario: Scenario | dict | str | Path) -> Scenario:
     """A ``Scenario`` from a scenario, a dict of scenario keys or the path of a YAML file, its plugins
     imported (one read by ``load_run`` is validated again, its plugins now imported and checked)."""
     if isinstance(scenario, Scenario):
-        return validate(scenario.model_dump(mode="json")) if scenario.unchecked_plugins else scenario
+        if not scenario.unchecked_plugins:
+            return scenario
+        from fedgc.plugins.import_paths import PluginError
+        from fedgc.plugins.registry import load_entry_points, missing_plugins
+
+        load_entry_points()  # an installed plugin's names are known once it is called
+        missing = missing_plugins(scenario.unchecked_plugins)
+        if missing:
+            kind, _, name = missing[0].partition(" ")
+            raise PluginError(f"{kind} {name!r}: the run was made with it registered in another process; register "
+                              f"it in this one (fedgc.register_{kind}) or name it by import path to build or run "
+                              "the scenario (its records read without it)")
+        return validate(scenario.model_dump(mode="json"))
     if isinstance(scenario, dict):
         return validate(scenario)
     if isinstance(scenario, (str, Path)):
@@ -214,8 +227,11 @@ def load_run(path: str | Path) -> Run:
 
     folder = Path(path)
     result = read_run(folder)
+    from fedgc.plugins.registry import reading_records
+
     try:
-        scenario = validate(result.scenario, imports=False)  # reading runs no plugin
+        with reading_records():  # a plugin registered in the run's own process only is no error here
+            scenario = validate(result.scenario, imports=False)  # reading runs no plugin
     except ScenarioError as err:
         raise RunFolderError(f"{folder / 'scenario.yaml'}: {err}") from None
     try:

@@ -11,6 +11,7 @@ from typing import Any
 
 from fedgc.api.runs import Run, as_scenario, load_run, runs_in
 from fedgc.bounded import write_whole
+from fedgc.errors import ChoiceError
 from fedgc.reports.table import GroupRow, RunResult, group_runs, render
 from fedgc.scenario.model import Scenario
 
@@ -43,7 +44,7 @@ def table(runs: Sequence[Run], fmt: str = "md") -> str:
     """The report table of ``runs``: one row per scenario, runs that differ only by seed averaged
     (mean ± sample std, n shown); ``fmt`` ``md``, ``csv`` or ``json``."""
     if fmt not in ("md", "csv", "json"):
-        raise ValueError(f"fmt must be md, csv or json, not {fmt!r}")
+        raise ChoiceError(f"fmt must be md, csv or json, not {str(fmt)[:40]!r}")
     return render(table_rows(runs), fmt)
 
 

@@ -7,7 +7,8 @@ Every run gets a folder of its own, locked while the run writes it (``fedgc.runs
 
 Exit codes: 0 success; 2 the scenario or its inputs are invalid (one line on stderr, no traceback);
 3 the run stopped early: training diverged (the model became non-finite) or went idle (no update
-applied for ``strategy.max_idle_rounds`` attempts); the last good model is kept.
+applied for ``strategy.max_idle_rounds`` attempts), or it ran every round without applying one update
+(``no_update_applied``); the last good model is kept.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="fedgc run", description="Run a scenario: train the model over the simulated network and write a run "
         "folder (scenario.yaml, metrics.jsonl, summary.json, plots/, model.pt; docs/metrics.md).",
         epilog="Exit status: 0 done; 2 the scenario or its inputs are invalid (one line on stderr); 3 the run "
-               "stopped early (diverged or idle; model.pt holds the last good model); 130 interrupted.")
+               "stopped early or applied no update (diverged, idle, no_update_applied; model.pt holds the last good "
+               "model); 130 interrupted.")
     parser.add_argument("scenario", nargs="?", help="scenario YAML file, or the name of a built-in scenario "
                         "(fedgc scenarios lists them) when no such file is here (not with --resume)")
     parser.add_argument("--resume", metavar="RUN_DIR",

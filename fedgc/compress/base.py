@@ -50,6 +50,11 @@ class CompressionContext:
     memory: Memory | None = None
 
 
+# value_dtype's encodings of wire format v3 (docs/wire-format.md, "Format v3"): a sparse payload's
+# values as int8 or int4 codes with one scale, or as signs and their mean magnitude.
+V3_VALUE_DTYPES = ("int8", "int4", "sign")
+
+
 class CompressorOptions(BaseModel):
     """The options every compressor's client reads (how ``compress_update`` encodes the payloads and
     whether the unsent rest is kept); a compressor's ``Options`` subclasses it and adds its own keys.
@@ -58,7 +63,9 @@ class CompressorOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     error_feedback: bool = Field(True, description="keep what was not sent and add it to the next update")
-    value_dtype: Literal["fp32", "fp16"] = Field("fp32", description="the sent values' precision (fp16: half the bytes)")
+    value_dtype: Literal["fp32", "fp16", "int8", "int4", "sign"] = Field(
+        "fp32", description="the sent values' precision: fp32, fp16 (half the bytes); int8, int4 or sign "
+                            "(wire format v3, sparse values only, the rounding kept by error feedback)")
     dense_small_tensors: bool = Field(True, description="send tensors with dim() <= 1 (biases, norms) dense")
 
 
@@ -79,6 +86,10 @@ class Compressor(ABC):
     # True for a method that keeps ``ctx.density`` of the entries (the round's density, after warm-up):
     # its density is recorded per round and it can be warmed up (``compression.warmup_for``).
     reads_density: ClassVar[bool] = False
+    # True for a method whose payloads are ``SparsePayload``s: their values can travel in wire format
+    # v3's encodings (``value_dtype`` int8, int4, sign; ``V3_VALUE_DTYPES``), which the ``compression``
+    # and ``downlink`` sections refuse for any other method.
+    sparse_values: ClassVar[bool] = False
 
     @classmethod
     def from_config(cls, options: CompressorOptions) -> Compressor:

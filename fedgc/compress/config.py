@@ -36,13 +36,14 @@ from pydantic import (
     model_validator,
 )
 
-from fedgc.compress.base import CompressorOptions
+from fedgc.compress.base import V3_VALUE_DTYPES, CompressorOptions
 from fedgc.compress.registry import COMPRESSORS, SERVER_KEYS, uses_density
 
 COMMON_OPTIONS: tuple[str, ...] = tuple(CompressorOptions.model_fields)
 # The compressors' options that the resolved ``compression`` section listed for every compressor before
 # options were per compressor: a section holding all of them is a ``scenario.yaml`` (or checkpoint) of
-# that time, whose other compressors' keys at their defaults are dropped rather than refused.
+# that time. Its other compressors' keys are refused in one line that names them all and says to delete
+# them (at their defaults, they never changed a run), not one by one and not silently dropped.
 LEGACY_COMPRESSION_KEYS = frozenset({
     "threshold", "momentum", "nesterov", "momentum_correction", "momentum_masking", "clip_norm",
     "momentum_dtype", "sample_ratio", "signum_momentum", "qsgd_levels", "qsgd_bucket_size", "powersgd_rank"})
@@ -97,6 +98,7 @@ def read_section(data: Any, *, where: str, section_keys: Collection[str], defaul
     section: dict[str, Any] = {}
     flat: dict[str, Any] = {}
     kept: dict[str, dict[str, Any]] = {}
+    foreign: list[str] = []
     for key, value in data.items():
         if key in section_keys:
             section[key] = value
@@ -111,12 +113,17 @@ def read_section(data: Any, *, where: str, section_keys: Collection[str], defaul
             if not owners:
                 raise _unknown(where, key, listed)
             if old_form and all(COMPRESSORS[o].Options.model_fields[key].default == value for o in owners):
+                foreign.append(key)  # refused below, all together: the file is of an older fedgc
                 continue
             nest = [o for o in owners if o in allowed]
             hint = (f"; to keep it for name: {nest[0]}, write it under {where}.{nest[0]} "
                     f"({nest[0]}: {{{key}: ...}})") if nest else ""
             raise ValueError(f"{where}.{key}: an option of {', '.join(owners)}, not of {name} "
                              f"({name}'s keys: {', '.join(listed)}){hint}")
+    if foreign:
+        raise ValueError(f"{', '.join(foreign)}: other compressors' options at their defaults, as an "
+                         f"older fedgc wrote every compressor's options into {where}; {name} never read them: "
+                         f"delete these keys (the run is the same without them)")
     others: dict[str, CompressorOptions] = {}
     for other, values in kept.items():
         valid = [key for key in COMPRESSORS[other].Options.model_fields if key not in fixed]
@@ -126,6 +133,10 @@ def read_section(data: Any, *, where: str, section_keys: Collection[str], defaul
         if other != name:
             others[other] = _options(other, {**values, **fixed}, where, ())
     options = _options(name, {**kept.get(name, {}), **flat, **fixed}, where, flat)
+    if options.value_dtype in V3_VALUE_DTYPES and not COMPRESSORS[name].sparse_values:
+        sparse = ", ".join(n for n in allowed if n in COMPRESSORS and COMPRESSORS[n].sparse_values)
+        raise ValueError(f"{where}.value_dtype: {options.value_dtype} encodes sparse values, and {name} sends "
+                         f"none (fp32 or fp16 here; {options.value_dtype} with {sparse})")
     return {**section, "options": options, "others": others}
 
 

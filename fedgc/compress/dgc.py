@@ -122,6 +122,7 @@ class DGCOptions(CompressorOptions):
 
 class DGC(Compressor):
     name = "dgc"
+    sparse_values = True
     reads_density = True
     Options = DGCOptions
     reads_error_feedback = False  # DGC's memory always keeps the residual

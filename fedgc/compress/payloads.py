@@ -76,7 +76,7 @@ class SparsePayload:
 @dataclass(frozen=True)
 class CodedSparsePayload(SparsePayload):
     """A sparse payload whose values travel in a sub-16-bit encoding of wire format v3
-    (``fedgc.wire.quantize``): ``values`` are the f32 values the receiver rebuilds (so everything that
+    (``fedgc.compress.quantize``): ``values`` are the f32 values the receiver rebuilds (so everything that
     reads a ``SparsePayload`` reads this one unchanged); ``codes`` and ``scales`` are what the wire
     holds, so re-encoding gives the same bytes. ``block`` is the values per scale (0: one scale)."""
 

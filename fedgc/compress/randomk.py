@@ -16,6 +16,7 @@ from fedgc.compress.topk import k_for
 
 class RandomK(Compressor):
     name = "randomk"
+    sparse_values = True
     reads_density = True
 
     def __init__(self, unbiased: bool = True) -> None:

@@ -20,6 +20,7 @@ class ThresholdOptions(CompressorOptions):
 
 class Threshold(Compressor):
     name = "threshold"
+    sparse_values = True
     Options = ThresholdOptions
 
     def __init__(self, threshold: float = 1e-3) -> None:

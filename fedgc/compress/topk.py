@@ -35,6 +35,7 @@ def topk_indices(flat: torch.Tensor, k: int) -> torch.Tensor:
 
 class TopK(Compressor):
     name = "topk"
+    sparse_values = True
     reads_density = True
 
     def compress(self, tensor: torch.Tensor, name: str, ctx: CompressionContext) -> SparsePayload:

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 
 import torch
 
-from fedgc.compress.base import CompressionContext, Compressor, DensePayload, Payload
+from fedgc.compress.base import V3_VALUE_DTYPES, CompressionContext, Compressor, DensePayload, Payload, SparsePayload
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.memory import Memory
-from fedgc.compress.payloads import VALUE_DTYPES, to_value_dtype
+from fedgc.compress.payloads import VALUE_DTYPES, CodedSparsePayload, to_value_dtype
+from fedgc.compress.quantize import encode_values
 from fedgc.compress.registry import COMPRESSORS
 
 
@@ -36,11 +37,48 @@ def build_compression(config: CompressionConfig) -> tuple[Compressor, Memory]:
     return cls.from_config(config.options), cls.make_memory(config.options)
 
 
-def _with_value_dtype(payload: Payload, dtype: torch.dtype) -> Payload:
+def _with_value_dtype(payload: Payload, value_dtype: str) -> Payload:
+    """``payload`` with its values as ``value_dtype`` sends them: fp32 or fp16 values in place; for a
+    v3 encoding (int8, int4, sign) a sparse payload becomes a ``CodedSparsePayload`` whose ``values``
+    are what the receiver decodes (``fedgc.compress.quantize.quantize``), and a dense payload's values
+    (biases, norms) go fp16, the narrowest dense values the wire has."""
     values = getattr(payload, "values", None)
+    if value_dtype in V3_VALUE_DTYPES:
+        if type(payload) is DensePayload:
+            return _with_value_dtype(payload, "fp16")
+        if type(payload) is not SparsePayload:  # a coded one already, other kinds
+            return payload
+        coded = encode_values(payload.values, value_dtype)
+        return CodedSparsePayload(indices=payload.indices, values=coded.dequantized, shape=payload.shape,
+                                  encoding=value_dtype, block=coded.block, codes=coded.codes, scales=coded.scales)
+    dtype = VALUE_DTYPES[value_dtype]
     if values is None or values.dtype == dtype or not values.is_floating_point():
         return payload
     return type(payload)(**{**payload.__dict__, "values": to_value_dtype(values, dtype)})
+
+
+def check_sparse(payload: SparsePayload, tensor: torch.Tensor, compressor: Compressor, name: str) -> None:
+    """ValueError (one line naming the compressor) unless ``payload`` keeps ``SparsePayload``'s rules
+    for ``tensor``: shape the tensor's; indices 1-D integer, strictly increasing, in [0, numel); values
+    1-D floating, one per index. (Unsorted indices would otherwise reach the server sorted by the
+    bitmap encoding with their values in the order sent: applied to the wrong entries, silently.)"""
+    where = f"compressor {compressor.name!r} returned a SparsePayload for {name!r}"
+    indices, values = payload.indices, payload.values
+    if not isinstance(indices, torch.Tensor) or not isinstance(values, torch.Tensor):
+        raise ValueError(f"{where} whose indices or values are not tensors")
+    if tuple(payload.shape) != tuple(tensor.shape):
+        raise ValueError(f"{where} of shape {tuple(payload.shape)!r:.60}, not the tensor's {tuple(tensor.shape)}")
+    if indices.dim() != 1 or indices.is_floating_point() or indices.is_complex() or indices.dtype == torch.bool:
+        raise ValueError(f"{where} whose indices are not a 1-D integer tensor ({indices.dtype}, {indices.dim()}-D)")
+    if values.dim() != 1 or not values.is_floating_point() or values.numel() != indices.numel():
+        raise ValueError(f"{where} whose values are not a 1-D floating tensor of one value per index "
+                         f"({values.dtype}, {values.dim()}-D, {values.numel()} values for {indices.numel()} indices)")
+    if indices.numel() == 0:
+        return
+    if bool((indices[1:] <= indices[:-1]).any()):
+        raise ValueError(f"{where} whose indices are not strictly increasing (sort them, values with them)")
+    if int(indices[0]) < 0 or int(indices[-1]) >= tensor.numel():
+        raise ValueError(f"{where} with an index outside [0, {tensor.numel()})")
 
 
 def compress_update(
@@ -55,9 +93,15 @@ def compress_update(
 ) -> CompressedUpdate:
     """Compress every tensor of ``update``; the memory keeps exactly what was not sent.
 
+    ``value_dtype``: fp32 or fp16 (wire format version 1), or int8, int4 or sign (sparse values in
+    wire format v3, ``fedgc.flower.update_record.encode_update`` picks the version): what the
+    receiver decodes is what ``sent`` holds, so the memory keeps the rounding too.
+    A ``SparsePayload`` the compressor returns is checked first (``check_sparse``).
+
     Invariant (tested): for every name, sent + new memory residual == compensated input.
     """
-    dtype = VALUE_DTYPES[value_dtype]
+    if value_dtype not in VALUE_DTYPES and value_dtype not in V3_VALUE_DTYPES:
+        raise ValueError(f"value_dtype {value_dtype!r}: one of {', '.join([*VALUE_DTYPES, *V3_VALUE_DTYPES])}")
     payloads: dict[str, Payload] = {}
     sent: dict[str, torch.Tensor] = {}
     elements_sent = elements_total = 0
@@ -72,7 +116,9 @@ def compress_update(
             payload: Payload = DensePayload(values=compensated.flatten().clone(), shape=tuple(tensor.shape))
         else:
             payload = compressor.compress(compensated, name, ctx)
-        payload = _with_value_dtype(payload, dtype)
+            if isinstance(payload, SparsePayload):
+                check_sparse(payload, tensor, compressor, name)
+        payload = _with_value_dtype(payload, value_dtype)
         dense_sent = compressor.decompress(payload).to(compensated.device)  # bits decode on the host
         memory.update(name, compensated, dense_sent)
         payloads[name] = payload

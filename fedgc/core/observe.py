@@ -2,9 +2,10 @@
 
 The round loop knows none of them. It calls each ``RoundObserver`` it was given: ``note`` for a
 warning worth a line, ``round_done`` after every attempt of a round (its ``metrics.jsonl`` row and
-its ``clients.jsonl`` rows), and ``finished`` once, after the last round and before ``summary.json``
-is written (so a run folder with a summary has its plots). The engines build the list:
-``default_observers`` is what the command line shows and writes."""
+its ``clients.jsonl`` rows), ``stopping`` on a first Ctrl-C (an observer that talks to the user says
+so), and ``finished`` once, after the last round and before ``summary.json`` is written (so a run
+folder with a summary has its plots). The engines build the list: ``default_observers`` is what the
+command line shows and writes."""
 
 from __future__ import annotations
 
@@ -35,6 +36,10 @@ class RoundObserver:
     def aborted(self) -> None:
         """The run raised (an error, or a second Ctrl-C): ``finished`` will not be called."""
 
+    def stopping(self) -> None:
+        """A first Ctrl-C or SIGTERM: the run stops after the round in progress (an observer that talks
+        to the user says so; ``fedgc.core.stop``)."""
+
 
 class ProgressObserver(RoundObserver):
     """The progress line on stderr (``fedgc.reports.progress``); ``enabled`` False (``--quiet``): notes only."""
@@ -54,6 +59,12 @@ class ProgressObserver(RoundObserver):
 
     def note(self, line: str) -> None:
         self.progress.note(line)
+
+    def stopping(self) -> None:
+        if self.enabled:
+            from fedgc.core.stop import announce_stop
+
+            announce_stop()
 
     def round_done(self, record: RoundRecord, clients: list[ClientRecord]) -> None:
         self.bytes_up += record.bytes_up

@@ -16,9 +16,10 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 INTERRUPTED = "interrupted"  # a run's stopped_reason when it stopped on Ctrl-C or SIGTERM between rounds
 
@@ -45,9 +46,15 @@ class StopRequest:
         return self.signal is not None or (self.file is not None and self.file.exists())
 
 
+def announce_stop() -> None:
+    """The one line that says a first signal was taken."""
+    print("\nstopping after this round (Ctrl-C again to stop at once)", file=sys.stderr, flush=True)
+
+
 @contextlib.contextmanager
-def stop_requests(enabled: bool = True, quiet: bool = False) -> Iterator[StopRequest]:
-    """Yield a ``StopRequest`` set by the first SIGINT or SIGTERM; the second raises KeyboardInterrupt."""
+def stop_requests(enabled: bool = True, on_request: Callable[[], None] | None = announce_stop) -> Iterator[StopRequest]:
+    """Yield a ``StopRequest`` set by the first SIGINT or SIGTERM; the second raises KeyboardInterrupt.
+    ``on_request`` is called on the first (the round loop passes its observers' ``stopping``)."""
     request = StopRequest()
     if not enabled or threading.current_thread() is not threading.main_thread():
         yield request
@@ -57,8 +64,8 @@ def stop_requests(enabled: bool = True, quiet: bool = False) -> Iterator[StopReq
         if request.asked:
             raise KeyboardInterrupt
         request.signal = signum
-        if not quiet:
-            print("\nstopping after this round (Ctrl-C again to stop at once)", file=sys.stderr, flush=True)
+        if on_request is not None:
+            on_request()
 
     previous = {}
     try:
@@ -83,3 +90,24 @@ def ask_to_stop(run_dir: Path) -> None:
 def clear_stop(run_dir: Path | None) -> None:
     if run_dir is not None:
         (run_dir / STOP_FILE).unlink(missing_ok=True)
+
+
+NO_UPDATE_APPLIED = "no_update_applied"  # a run's stopped_reason when it ran every round and applied nothing
+
+
+def final_stopped_reason(stopped: str, rows: Sequence[Any]) -> str:
+    """The ``stopped_reason`` a run ends with, given how its loop ended (``stopped``) and all its
+    ``metrics.jsonl`` rows (``RoundRecord``: ``applied``, ``selected``, ``failed``...): a run that ran
+    every round (``completed``) without applying one update in the whole run did not complete its
+    training — ``no_update_applied: …``, with what became of the selected clients (every client
+    failing on a plugin, every update rejected, nobody online); anything else stays as it is (an
+    ``idle: …`` run says so already; an interrupted one may apply updates when resumed)."""
+    if stopped != "completed" or not rows or any(getattr(row, "applied", 0) for row in rows):
+        return stopped
+    total = {key: sum(getattr(row, key, 0) or 0 for row in rows)
+             for key in ("selected", "failed", "cut", "late", "discarded", "rejected")}
+    what = ("no client was online" if not total["selected"] else
+            ", ".join(f"{v} {k}" for k, v in total.items() if v or k == "selected"))
+    rounds = len({getattr(row, "round", None) for row in rows})
+    return (f"{NO_UPDATE_APPLIED}: no update was applied in the whole run ({rounds} round{'s' * (rounds != 1)}, "
+            f"{len(rows)} attempt{'s' * (len(rows) != 1)}: {what}; each client's reason in clients.jsonl)")

@@ -7,6 +7,7 @@ synthetic data grows with the clients (about 360 samples each: 1,000 take 7 s an
 up to ``MAX_SYNTHETIC_CLIENTS_CAPPED`` when ``synthetic.max_samples_per_device`` caps them, as long as
 clients × cap × dimension ≤ ``MAX_SYNTHETIC_VALUES`` (the features' float32 values; docs/data.md).
 ``root`` is refused for a dataset that reads no files (``digits``, ``synthetic``, ``hf:``), rather than silently ignored.
+A partition or dataset that needs flwr-datasets (``fedgc.data.optional``) is refused where it is not installed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from fedgc.data.hf import PREFIX as HF_PREFIX
 from fedgc.data.hf import HuggingFaceConfig
+from fedgc.data.optional import installed, missing_message, needs_it
 
 MAX_CLIENTS = 10_000
 MAX_SYNTHETIC_CLIENTS = 1_000  # synthetic with the paper's uncapped (heavy-tailed) device sizes
@@ -118,6 +120,9 @@ class DataConfig(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> DataConfig:
+        needs = needs_it(self.dataset, self.partition)
+        if needs is not None and not installed():  # refused before a run starts (fedgc check says it too)
+            raise ValueError(missing_message(*needs))
         if self.root is not None and self.dataset not in FILE_DATASETS:
             raise ValueError(f"data.root: dataset {self.dataset!r} reads no files, so root would be ignored; "
                              f"remove it (root is for {', '.join(FILE_DATASETS)})")

@@ -4,6 +4,8 @@ Named in a scenario as ``dataset: hf:<id>`` (e.g. ``hf:uoft-cs/cifar10``, ``hf:y
 ``hf:flwrlabs/femnist``), with options under ``data.huggingface``. The train split is read whole and
 partitioned by fedgc's own partitioners (the same code as every offline dataset, so a partition is
 the same for a seed whichever source the data came from); the test split is the central test set.
+flwr-datasets is the extra ``fedgc[datasets]``: without it the loader refuses in one line before it
+asks the Hub anything (``fedgc.data.optional``).
 
 Offline behaviour: before anything else the Hub (``$HF_ENDPOINT`` or https://huggingface.co) is
 asked about the dataset with one HTTP HEAD request bounded by ``huggingface.timeout_s`` seconds
@@ -25,8 +27,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from fedgc.data.base import ArrayDataset, CentralDataset, DataFileError
+from fedgc.data.optional import HF_PREFIX, require
 
-PREFIX = "hf:"
+PREFIX = HF_PREFIX
 IMAGE_KEYS = ("image", "img", "pixel_values")
 LABEL_KEYS = ("label", "labels", "fine_label", "character", "y")
 
@@ -109,6 +112,7 @@ def _images(values: Any) -> np.ndarray:
 
 def load_hf(dataset: str, options: HuggingFaceConfig) -> CentralDataset:
     name = dataset.removeprefix(PREFIX)
+    require("data.dataset", dataset)  # before the Hub is asked: without flwr-datasets nothing could load
     if not _offline_requested():
         problem = probe_hub(hub_endpoint(), name, options.timeout_s)
         if problem:

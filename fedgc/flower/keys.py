@@ -48,6 +48,7 @@ CC_COMPRESSION_PREFIX = "c."  # "c.<option>": each compression option the client
 PARTITION_ID = "partition-id"
 NUM_PARTITIONS = "num-partitions"
 NO_REPLICA = "no-replica"  # int 1: the node holds no replica of the initial model; first download whole
+WIRE_VERSIONS = "wire-versions"  # list of ints: the update-blob versions the node reads and writes; absent: [1]
 
 # The reply's metrics record (``ReplyMetrics``).
 NUM_EXAMPLES = "num-examples"
@@ -60,10 +61,6 @@ ELEMENTS_TOTAL = "elements-total"
 # update before and after the compressor's local clipping (equal when it clips nothing).
 NORM_BEFORE_CLIP = "norm-before-clip"
 NORM_AFTER_CLIP = "norm-after-clip"
-
-# In-process records of the inline engine's batched training.
-BATCHED_DELTA = "fedgc.batched-delta"
-BATCHED_TRAIN = "fedgc.batched-train"
 
 # A node's config (``flower-supernode --node-config``) and its Context.state.
 DATA_DIR = "data-dir"  # node config: the folder holding the device's own train.npz

@@ -9,20 +9,28 @@ message. Its subtree is serialized (and, for a round trip, rebuilt) once, and it
 the other messages while the record is unchanged: Flower's own change tracking (an ``ArrayRecord``
 or ``Array`` that was written since its id was computed is dirty) says when, and the id is the
 SHA-256 of the bytes, so the reused bytes are the ones Flower would send (tests/test_message_size.py
-holds every size and rebuilt message equal to a fresh serialization's).
+holds every size and rebuilt message equal to a fresh serialization's). The strategy's client-config
+(one ``ConfigRecord`` in every message) has no change tracking: its bytes are reused while its
+content, compared value by value with each value's type and a float's bits, is what they were
+deflated from. A message's records are walked without Flower's ``children`` (which deflates every
+record below a message once more, to list it by id, before the walk reaches it).
 """
 
 from __future__ import annotations
 
+import struct
 from collections import OrderedDict
 
-from flwr.app import ArrayRecord, Message
+from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.supercore.inflatable.inflatable_object import (
     InflatableObject,
     get_all_nested_objects,
+    get_object_id,
     no_object_id_recompute,
 )
 from flwr.supercore.inflatable.inflatable_utils import inflate_object_from_contents
+
+from fedgc.flower.internals import cached_object_id, set_message_id
 
 MAX_CACHED_RECORDS = 4  # the global model of this round and a few before it
 MAX_CACHED_BYTES = 1 << 30
@@ -39,11 +47,32 @@ class _Subtree:
 
 _subtrees: OrderedDict[str, _Subtree] = OrderedDict()
 
+# The deflated bytes of a ``ConfigRecord``, by the object id Flower computed for it, with the content
+# they were computed from: the same record object in every message of a round (the strategy's
+# client-config, tens of values) is deflated and hashed once, not twice a message.
+MAX_CACHED_CONFIGS = 64
+_configs: OrderedDict[str, tuple[tuple, bytes]] = OrderedDict()
+_DOUBLE = struct.Struct("<d")
+
+
+def _exactly(value: object) -> object:
+    """``value`` as a key that differs wherever Flower's serialization of it can: by type (1, 1.0 and
+    True are equal in Python) and, for a float, by its bits (-0.0, NaN payloads)."""
+    if type(value) is float:
+        return float, _DOUBLE.pack(value)
+    if type(value) is list:
+        return list, tuple(_exactly(v) for v in value)
+    return type(value), value
+
+
+def _content(record: ConfigRecord) -> tuple:
+    return tuple((key, _exactly(value)) for key, value in record.items())
+
 
 def _unchanged_id(record: InflatableObject) -> str | None:
     """The id of an ``ArrayRecord`` whose content has not changed since its id was computed."""
     if isinstance(record, ArrayRecord) and not record.is_dirty:
-        return record.__dict__.get("_object_id")
+        return cached_object_id(record)
     return None
 
 
@@ -73,13 +102,40 @@ def _deflate(message: Message) -> tuple[str, dict[str, bytes], list[_Subtree]]:
             if _unchanged_id(obj) is not None:
                 _remember(obj.object_id, _Subtree(below))
             return
-        for child in (obj.children or {}).values():
+        if isinstance(obj, ConfigRecord):
+            content = _content(obj)
+            known = cached_object_id(obj)  # set when Flower last computed its id (the content may differ now)
+            seen = _configs.get(known) if known is not None else None
+            if seen is not None and seen[0] == content:
+                _configs.move_to_end(known)
+                contents[known] = seen[1]
+                _computed_ids().add(known)  # its parent's header lists it by id: known, not hashed again
+                return
+            object_id, body = obj.object_id, obj.deflate()
+            contents.setdefault(object_id, body)
+            if get_object_id(body) == object_id:  # not an id Flower kept for content this record no longer has
+                _configs[object_id] = (content, body)
+                _configs.move_to_end(object_id)
+                if len(_configs) > MAX_CACHED_CONFIGS:
+                    _configs.popitem(last=False)
+            return
+        for child in _children(obj):
             walk(child)
         contents.setdefault(obj.object_id, obj.deflate())
 
     with no_object_id_recompute():
         walk(message)
         return message.object_id, contents, reused
+
+
+def _children(obj: InflatableObject) -> list[InflatableObject]:
+    """``obj.children``'s objects, without their ids: Flower's ``children`` of a message or a record
+    dict computes every id below it first (deflating each record once more than serializing needs)."""
+    if isinstance(obj, Message):
+        return [obj.content] if obj.has_content() else []
+    if isinstance(obj, RecordDict):
+        return list(obj.values())
+    return list((obj.children or {}).values())
 
 
 def _computed_ids() -> set[str]:
@@ -124,5 +180,5 @@ def roundtrip(message: Message) -> tuple[Message, int]:
                                 if i in subtree.contents and not isinstance(o, ArrayRecord)}
     assert isinstance(rebuilt, Message)
     # The message id is transport metadata, excluded from the deflated body; carry it over.
-    rebuilt.metadata.__dict__["_message_id"] = message.metadata.message_id
+    set_message_id(rebuilt.metadata, message.metadata.message_id)
     return rebuilt, size

@@ -10,18 +10,28 @@ import io
 import numpy as np
 from flwr.app import Array, ArrayRecord
 
-from fedgc.compress.payloads import Payload
+from fedgc.compress.payloads import CodedSparsePayload, Payload
 from fedgc.flower.keys import UPDATE
-from fedgc.wire.codec import CodecError, decode_bytes, encode_bytes
+from fedgc.wire.codec import VERSION, VERSION_V3, CodecError, decode_bytes, encode_bytes
 
-__all__ = ["UPDATE_KEY", "CodecError", "decode_bytes", "decode_update", "encode_bytes", "encode_update"]
+__all__ = ["UPDATE_KEY", "CodecError", "decode_bytes", "decode_update", "encode_bytes", "encode_update", "wire_version"]
 
 UPDATE_KEY = UPDATE  # keys.UPDATE: the reply's encoded update
 
 
+def wire_version(payloads: dict[str, Payload]) -> int:
+    """The blob version ``payloads`` travel in: 3 (wire format v3) when a sparse payload's values are
+    in one of its encodings (``value_dtype`` int8, int4 or sign: a ``CodedSparsePayload``), else 1,
+    which every client reads. Only a node that declared v3 at the census is sent one
+    (``fedgc.flower.wire_versions``)."""
+    return VERSION_V3 if any(isinstance(p, CodedSparsePayload) for p in payloads.values()) else VERSION
+
+
 def encode_update(payloads: dict[str, Payload]) -> ArrayRecord:
-    """``payloads`` must be in the model's parameter order (as ``compress_update`` produces them)."""
-    return ArrayRecord({UPDATE_KEY: Array(np.frombuffer(encode_bytes(payloads), dtype=np.uint8).copy())})
+    """``payloads`` must be in the model's parameter order (as ``compress_update`` produces them); the
+    blob is in ``wire_version(payloads)``, each coded payload with its own codes and scales."""
+    blob = encode_bytes(payloads, version=wire_version(payloads))
+    return ArrayRecord({UPDATE_KEY: Array(np.frombuffer(blob, dtype=np.uint8).copy())})
 
 
 def decode_update(record: ArrayRecord, shapes: dict[str, tuple[int, ...]]) -> dict[str, Payload]:

@@ -6,6 +6,7 @@ each class's ``Options`` (pydantic, unknown keys are errors) validates its ``mod
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from collections.abc import Mapping
@@ -31,10 +32,30 @@ MODELS: dict[str, type[nn.Module]] = {
 }
 
 
+def _unknown_key(options: type, values: Any) -> str | None:
+    """``KEY: unknown key (did you mean `hidden`?)`` for the first key of ``values`` that the options model
+    declares neither as a field nor as an alias (a plugin's plain pydantic model would ignore it: a typo
+    would run with the default); the hint is the closest key, as the scenario's errors give it
+    (``fedgc.scenario.errors.did_you_mean``; this leaf imports nothing of fedgc)."""
+    if not isinstance(values, Mapping):
+        return None
+    keys = [k for name, f in options.model_fields.items()
+            for k in (name, f.alias, f.validation_alias) if isinstance(k, str)]
+    for key in values:
+        if key not in keys:
+            text = str(key)[:80]
+            close = difflib.get_close_matches(text, keys, n=1, cutoff=0.6)
+            return f"{text}: unknown key" + (f" (did you mean `{close[0]}`?)" if close else "")
+    return None
+
+
 def validate_model_options(name: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
     """The options for model ``name``, defaults filled in; ``ValueError`` in one line naming the key."""
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
+    problem = _unknown_key(MODELS[name].Options, options or {})  # whatever the Options' own extra= says
+    if problem is not None:
+        raise ValueError(f"options.{problem} (model {name})")
     try:
         return MODELS[name].Options(**dict(options or {})).model_dump()
     except ValidationError as err:

@@ -21,6 +21,7 @@ refused in the reply (``unknown-model``, ``bad-run-config``...), never imported.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import importlib
 import importlib.metadata
 from collections.abc import Callable, Iterator
@@ -78,19 +79,29 @@ def _add_model(name: str, builder: Callable[..., Any], options: type[BaseModel] 
         declared = NoOptions
     if not (isinstance(declared, type) and issubclass(declared, BaseModel)):
         raise PluginError(f"model {name}: its options must be a pydantic BaseModel subclass, not {declared!r}")
-    MODELS[name] = _with_options(builder, declared)
+    MODELS[name] = _checked_builder(name, builder, declared, options)
     _SOURCES[("model", name)] = source
 
 
-def _with_options(builder: Callable[..., Any], options: type[BaseModel]) -> Any:
-    """The builder as the model registry holds models: a callable with an ``Options`` model."""
-    if getattr(builder, "Options", None) is options:
-        return builder
+def _checked_builder(name: str, builder: Callable[..., Any], declared: type[BaseModel],
+                     given: type[BaseModel] | None) -> Any:
+    """The builder as the model registry holds models: a callable with an ``Options`` model, whose result
+    is checked to be a ``torch.nn.Module`` each time it builds (a ``PluginError`` naming the model
+    otherwise, not an ``AttributeError`` from inside fedgc). ``__wrapped__`` and ``registered_options``
+    keep what was registered (a sweep's workers register the same again: ``carried_plugins``)."""
 
     def build(input_shape: tuple[int, ...], num_classes: int, **kwargs: Any) -> Any:
-        return builder(input_shape, num_classes, **kwargs)
+        from torch import nn
 
-    build.Options = options  # type: ignore[attr-defined]
+        model = builder(input_shape, num_classes, **kwargs)
+        if not isinstance(model, nn.Module):
+            raise PluginError(f"model {name!r}: its builder {getattr(builder, '__qualname__', builder)!s:.80} "
+                              f"returned {type(model).__name__}, not a torch.nn.Module")
+        return model
+
+    build.Options = declared  # type: ignore[attr-defined]
+    build.registered_options = given  # type: ignore[attr-defined]
+    build.__wrapped__ = builder  # type: ignore[attr-defined]
     build.__qualname__ = getattr(builder, "__qualname__", "model")
     build.__module__ = getattr(builder, "__module__", __name__)
     return build
@@ -130,10 +141,19 @@ def register_compressor(cls: type, name: str | None = None, *, replace: bool = F
 def _add_compressor(cls: type, name: str | None, source: str, replace: bool = False) -> None:
     from fedgc.compress.registry import COMPRESSORS, check_compressor
 
+    label = f"compressor {name or getattr(cls, 'name', cls)!r}"
     try:
         check_compressor(cls)
     except TypeError as err:
-        raise PluginError(f"compressor {name or getattr(cls, 'name', cls)!r}: {err}") from None
+        raise PluginError(f"{label}: {err}") from None
+    missing = sorted(getattr(cls, "__abstractmethods__", ()))
+    if missing:  # every client would fail to make it, and the run apply nothing
+        raise PluginError(f"{label}: {cls.__name__} does not implement {', '.join(missing)} "
+                          "(a fedgc.Compressor's compress(tensor, name, ctx) returns a payload; docs/api.md)")
+    extra = cls.Options.model_config.get("extra")
+    if extra not in (None, "forbid"):  # a typo in the compression section would run with the default
+        raise PluginError(f"{label}: {cls.__name__}.Options sets extra={extra!r}; a compressor's options refuse "
+                          "unknown keys (remove it: fedgc.CompressorOptions forbids them)")
     key = name or cls.name
     _check_name(key, "compressor", COMPRESSORS, replace)
     COMPRESSORS[key] = cls
@@ -162,6 +182,10 @@ def _add_server_part(kind: str, cls: type, name: str | None, source: str, replac
         check(cls)
     except TypeError as err:
         raise PluginError(f"{label} {name or getattr(cls, 'name', cls)!r}: {err}") from None
+    options = getattr(cls, "Options", None)
+    if not (isinstance(options, type) and issubclass(options, BaseModel)):
+        raise PluginError(f"{label} {name or getattr(cls, 'name', cls)!r}: {cls.__name__}.Options must be a "
+                          f"pydantic BaseModel subclass, not {options!r:.80}")
     key = name or getattr(cls, "name", None)
     if not isinstance(key, str):
         scenario_key = "aggregation" if kind == "aggregator" else kind
@@ -261,10 +285,28 @@ def _entry_points_pending() -> bool:
     return not _entry_points_loaded and bool(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
 
 
+# Set while a run folder's records are read (``reading_records``): a name no registry of this process
+# holds is a plugin the run's own process registered (from Python, say), not an error.
+_reading_records: contextvars.ContextVar[bool] = contextvars.ContextVar("fedgc_reading_records", default=False)
+
+
+@contextlib.contextmanager
+def reading_records() -> Iterator[None]:
+    """Within it, ``unchecked_plugins`` reads every name no registry of this process holds as a plugin
+    registered elsewhere (``fedgc.load_run``: a run made with ``fedgc.register_model`` in another
+    process is data here: its tables, curves and summary; what needs the plugin says so)."""
+    token = _reading_records.set(True)
+    try:
+        yield
+    finally:
+        _reading_records.reset(token)
+
+
 def unchecked_plugins(tree: Any) -> dict[tuple[str, str], str]:
     """``{(section, key): name}`` of the plugins a scenario tree names that this process has not loaded:
-    an import path not imported yet, or (while installed plugins were not called) a name none of the
-    registries holds. Validating them would run their code; nothing is imported or called here."""
+    an import path not imported yet, or (while installed plugins were not called, or within
+    ``reading_records``) a name none of the registries holds. Validating them would run their code;
+    nothing is imported or called here."""
     found: dict[tuple[str, str], str] = {}
     pending: bool | None = None
     for section, key, kind in PLUGIN_KEYS:
@@ -274,10 +316,21 @@ def unchecked_plugins(tree: Any) -> dict[tuple[str, str], str]:
         if is_import_path(value):
             found[(section, key)] = value
         elif value and value.isprintable() and len(value) <= 200:
-            pending = _entry_points_pending() if pending is None else pending
+            pending = (_reading_records.get() or _entry_points_pending()) if pending is None else pending
             if pending:
                 found[(section, key)] = value
     return found
+
+
+def missing_plugins(unchecked: tuple[str, ...]) -> list[str]:
+    """Of a scenario's ``unchecked_plugins`` (``kind name``), those this process cannot load: a name no
+    registry holds that is no import path (registered from Python in the process that made the run)."""
+    missing = []
+    for entry in unchecked:
+        kind, _, name = entry.partition(" ")
+        if kind in KINDS and not is_import_path(name) and not is_known(kind, name):
+            missing.append(entry)
+    return missing
 
 
 @contextlib.contextmanager
@@ -377,3 +430,160 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         print(f"{row.kind:<16} {row.name:<{width}}  {row.source:<12} {row.target}")
     return 0
+
+
+# --- a sweep's worker processes ----------------------------------------------------------------------
+
+MAX_CARRIED_DATA_BYTES = 1024**3  # a dataset registered as arrays goes to each worker by value: at most this
+
+
+@dataclass(frozen=True)
+class Carried:
+    """What a sweep's worker process (a fresh interpreter: ``fedgc.sweeps.jobs``) registers before it runs
+    a point, so that it knows the plugins the point names as this process does: an import path is
+    imported again under this process's policy, an installed plugin's entry points are called, and a
+    plugin registered from Python is imported by its module path (a class or function defined in an
+    importable module) or, a dataset given as arrays, carried by value."""
+
+    sys_path: tuple[str, ...]
+    allowed: tuple[str, ...] | None  # the import policy (``node_policy``) this process ran under
+    entry_points: bool
+    import_paths: tuple[tuple[str, str], ...]  # (kind, path)
+    python: tuple[tuple[str, str, Any], ...]  # (kind, name, what to register: references, or UserData)
+
+
+def _reference(obj: Any) -> tuple[str, str] | None:
+    """``(module, qualname)`` by which a fresh process imports ``obj`` back, or None when it cannot: an
+    object defined in ``__main__`` (a script, a notebook, ``python -c``), inside a function, or not found
+    under its own name in its module."""
+    import sys
+
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
+        return None
+    loaded = sys.modules.get(module)
+    if module in ("__main__", "__mp_main__") or loaded is None or getattr(loaded, "__spec__", None) is None:
+        return None
+    found: Any = loaded
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    return (module, qualname) if found is obj else None
+
+
+def _carry_python(kind: str, name: str) -> tuple[str, str, Any]:
+    """How a worker registers ``name`` (registered from Python here), or ``PluginError`` saying why it cannot."""
+    import numpy as np
+
+    from fedgc.aggregation.aggregators import AGGREGATORS
+    from fedgc.aggregation.server_optim import SERVER_OPTIMIZERS
+    from fedgc.compress.registry import COMPRESSORS
+    from fedgc.data.user import USER_DATASETS, UserData
+    from fedgc.models import MODELS
+
+    def refuse(obj: Any, why: str) -> PluginError:
+        where = {"model": "model.name", "dataset": "data.dataset", "compressor": "compression.name",
+                 "aggregator": "strategy.aggregation", "server_optimizer": "strategy.server_optimizer"}[kind]
+        return PluginError(f"{kind} {name!r} was registered from Python ({_qualname(obj)[:120]}), which a sweep's "
+                           f"worker processes cannot register again: {why}; name it by import path instead "
+                           f"({where}: package.module:attribute), or run the sweep with jobs=1")
+
+    if kind == "model":
+        build = MODELS[name]
+        builder, options = getattr(build, "__wrapped__", build), getattr(build, "registered_options", None)
+        for part in (builder, options):
+            if part is not None and _reference(part) is None:
+                raise refuse(part, "it is not importable by its module path in a fresh process "
+                             "(defined in __main__, a notebook or a function)")
+        return (kind, name, (_reference(builder), _reference(options) if options is not None else None))
+    if kind == "dataset":
+        data = USER_DATASETS[name]
+        if isinstance(data, UserData):
+            arrays = [getattr(data, f) for f in ("x_train", "y_train", "x_test", "y_test", "groups")]
+            if not all(a is None or isinstance(a, np.ndarray) for a in arrays):
+                raise refuse(data, "its UserData holds something other than numpy arrays")
+            size = sum(a.nbytes for a in arrays if a is not None)
+            if size > MAX_CARRIED_DATA_BYTES:
+                raise refuse(data, f"its arrays hold {size / 2**30:.1f} GiB, more than the "
+                             f"{MAX_CARRIED_DATA_BYTES / 2**30:.0f} GiB a sweep sends each worker")
+            return (kind, name, data)
+        if _reference(data) is None:
+            raise refuse(data, "its function is not importable by its module path in a fresh process "
+                         "(defined in __main__, a notebook or a function)")
+        return (kind, name, _reference(data))
+    table = {"compressor": COMPRESSORS, "aggregator": AGGREGATORS, "server_optimizer": SERVER_OPTIMIZERS}[kind]
+    if _reference(table[name]) is None:
+        raise refuse(table[name], "its class is not importable by its module path in a fresh process "
+                     "(defined in __main__, a notebook or a function)")
+    return (kind, name, _reference(table[name]))
+
+
+def carried_plugins(scenarios: list[Any]) -> Carried:
+    """What a sweep's workers must register to run ``scenarios`` (validated ``Scenario`` objects) as this
+    process would; ``PluginError`` (one line naming the plugin, saying to use an import path) for a plugin
+    registered from Python that a fresh process cannot import, before any worker starts."""
+    import sys
+
+    from fedgc.plugins.import_paths import _allowed_modules
+
+    paths: dict[tuple[str, str], None] = {}
+    python: dict[tuple[str, str], tuple[str, str, Any]] = {}
+    entry_points = False
+    for scenario in scenarios:
+        for section, key, kind in PLUGIN_KEYS:
+            name = getattr(getattr(scenario, section), key, None)
+            source = _SOURCES.get((kind, name)) if isinstance(name, str) else None
+            if source == "import path":
+                paths[(kind, name)] = None
+            elif source == "python" and (kind, name) not in python:
+                python[(kind, name)] = _carry_python(kind, name)
+            elif source is not None and source.startswith("plugin "):
+                entry_points = True
+    return Carried(tuple(sys.path), _allowed_modules.get(), entry_points, tuple(paths), tuple(python.values()))
+
+
+def _imported(reference: tuple[str, str]) -> Any:
+    module, qualname = reference
+    value: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def register_carried(carried: Carried) -> None:
+    """In a sweep's worker: register what ``carried_plugins`` listed, as the sweep's own process had
+    (its ``sys.path`` entries first, then under its import policy). Registering again what this process
+    registered already is a no-op: a worker runs several points. A failure is a ``PluginError`` naming
+    the plugin."""
+    import sys
+
+    from fedgc.plugins.import_paths import _allowed_modules
+
+    for entry in reversed(carried.sys_path):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    token = _allowed_modules.set(carried.allowed)
+    try:
+        if carried.entry_points:
+            load_entry_points()
+        for kind, path in carried.import_paths:
+            resolve(kind, path)
+        for kind, name, what in carried.python:
+            if _SOURCES.get((kind, name)) == "python":
+                continue
+            try:
+                if kind == "model":
+                    builder, options = what
+                    _add_model(name, _imported(builder), _imported(options) if options else None, "python")
+                elif kind == "dataset":
+                    _add_dataset(name, what if not isinstance(what, tuple) else _imported(what), "python")
+                elif kind == "compressor":
+                    _add_compressor(_imported(what), name, "python")
+                else:
+                    _add_server_part(kind, _imported(what), name, "python")
+            except PluginError:
+                raise
+            except (Exception, SystemExit) as err:  # noqa: BLE001 — the plugin's module, importing: one line
+                raise PluginError(f"{kind} {name!r}: a sweep's worker could not import it again ({type(err).__name__}: "
+                                  f"{err})".splitlines()[0][:300]) from None
+    finally:
+        _allowed_modules.reset(token)

@@ -82,6 +82,9 @@ class Summary:
     rounds_skipped: int = 0  # attempts that changed nothing (too few updates), retried or not
     clients_discarded: int = 0  # Σ discarded: over-selection's extra clients, not counted as dropped
     stopped_reason: str = "completed"
+    # The CPU kernel sets the run computed with (fedgc.core.kernels.describe; None: not recorded, a run
+    # of an older fedgc): runs agree bit for bit only under the same ones (docs/performance.md).
+    cpu_kernels: str | None = None
 
 
 def _clean(value):
@@ -143,6 +146,7 @@ class MetricsLog:
             rounds_skipped=sum(1 for r in rows if r.skipped),
             clients_discarded=sum(r.discarded for r in rows),
             stopped_reason=stopped_reason,
+            cpu_kernels=_cpu_kernels(),
         )
 
 
@@ -210,6 +214,12 @@ class ClientRecord:
     capped: bool = False  # its weight share was capped
     norm_before_clip: float | None = None  # client.report_norms: its update's L2 norm before local clipping
     norm_after_clip: float | None = None  # ... and after (the same when nothing was clipped)
+
+
+def _cpu_kernels() -> str:
+    from fedgc.core.kernels import describe
+
+    return describe()
 
 
 # --- reading them back: the one reader of metrics.jsonl and summary.json ---------------------------

@@ -175,7 +175,7 @@ class Scenario(_Section):
 
     @model_validator(mode="after")
     def _rounds_can_count(self) -> Scenario:
-        # The number of updates a round keeps: fedgc.flower.server.strategy.SelectionPolicy.wanted (over-selection
+        # The number of updates a round keeps: fedgc.core.parts.SelectionPolicy.wanted (over-selection
         # selects more clients but keeps this many).
         kept = max(1, round(self.strategy.fraction * self.data.num_clients))
         if self.strategy.min_clients > kept:

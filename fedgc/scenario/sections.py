@@ -117,10 +117,14 @@ class StrategyConfig(_Section):
     def _plugin_options(self) -> StrategyConfig:
         from fedgc.aggregation.aggregators import AGGREGATORS
         from fedgc.aggregation.server_optim import SERVER_OPTIMIZERS
+        from fedgc.plugins.options import unknown_key
 
         for key, name, model in (("aggregation_options", self.aggregation, AGGREGATORS[self.aggregation].Options),
                                  ("server_optimizer_options", self.server_optimizer,
                                   SERVER_OPTIMIZERS[self.server_optimizer].Options)):
+            problem = unknown_key(model, getattr(self, key))  # whatever the Options' own extra= says
+            if problem is not None:
+                raise ValueError(f"{key}.{problem} ({name}'s options: {', '.join(model.model_fields) or 'none'})")
             try:
                 model.model_validate(getattr(self, key), strict=True)
             except ValidationError as err:

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 Task = TypeVar("Task")
 # Imported once, by the fork server.
-PRELOAD = ["fedgc.sweeps.runner", "fedgc.runs.engines", "fedgc.core.parts", "fedgc.reports.plots", "sklearn.datasets"]
+PRELOAD = ["fedgc.sweeps.runner", "fedgc.runs.engines", "fedgc.core.parts", "fedgc.reports.plots"]
 
 
 def _alive(pid: int) -> bool:

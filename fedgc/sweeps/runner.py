@@ -16,6 +16,7 @@ as an uninterrupted run), and the others run from the start.
 
 from __future__ import annotations
 
+import pickle
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ import yaml
 
 from fedgc.bounded import SCENARIO_MAX_BYTES, read_text, write_whole
 from fedgc.core.stop import INTERRUPTED
+from fedgc.plugins.registry import Carried
 from fedgc.runs.metrics import Summary
 from fedgc.scenario.model import Scenario, ScenarioError, dump_scenario, load_tree, parse_override, set_dotted
 from fedgc.sweeps.plan import (
@@ -87,16 +89,33 @@ def _run_or_resume(point: SweepPoint, scenario: Scenario, folder: Path, *, quiet
     return run_point(scenario, folder, quiet=quiet, overwrite=resume)
 
 
-def _point_task(task: tuple[SweepPoint, Scenario, Path, bool, bool]) -> Summary:
-    """One point of a sweep, in this process or a worker (``fedgc.sweeps.jobs``); errors name the point."""
-    point, scenario, folder, quiet, resume = task
+def _point_task(task: tuple[SweepPoint, Scenario | bytes, Path, bool, bool, Carried | None]) -> Summary:
+    """One point of a sweep, in this process or a worker (``fedgc.sweeps.jobs``); errors name the point.
+    In a worker, ``carried`` plugins are registered first, then the point's scenario (pickled, since
+    unpickling it may need a plugin's module) is read back."""
+    point, scenario, folder, quiet, resume, carried = task
     try:
+        if carried is not None:
+            from fedgc.plugins.registry import register_carried
+
+            register_carried(carried)
+        if isinstance(scenario, bytes):
+            scenario = pickle.loads(scenario)  # written by this sweep's own process
         summary = _run_or_resume(point, scenario, folder, quiet=quiet, resume=resume)
     except (ValueError, OSError) as err:
         raise SweepError(f"{point.folder}: {err}".splitlines()[0]) from None
     if summary.stopped_reason == INTERRUPTED:  # Ctrl-C: the sweep stops too (--resume finishes it)
         raise KeyboardInterrupt
     return summary
+
+
+def _pickled(point: SweepPoint, scenario: Scenario, jobs: int) -> bytes:
+    """A point's scenario as a worker reads it back (after registering the plugins it names)."""
+    try:
+        return pickle.dumps(scenario)
+    except (pickle.PicklingError, TypeError, AttributeError) as err:
+        raise SweepError(f"jobs={jobs}: {point.folder}: its scenario cannot be sent to a worker process "
+                         f"({type(err).__name__}: {err}); run the sweep with jobs=1".splitlines()[0][:300]) from None
 
 
 def run_sweep(base_tree: dict[str, Any], axes: list[SweepAxis], out_dir: Path, *, quiet: bool = True,
@@ -108,13 +127,23 @@ def run_sweep(base_tree: dict[str, Any], axes: list[SweepAxis], out_dir: Path, *
     from fedgc.reports.run_reports import read_runs, write_report
 
     planned = plan(base_tree, axes)
+    carried = None
+    if jobs > 1 and len(planned) > 1:  # the points run in fresh processes: they must know the same plugins
+        from fedgc.plugins.import_paths import PluginError
+        from fedgc.plugins.registry import carried_plugins
+
+        try:  # before anything is written or any worker starts
+            carried = carried_plugins([scenario for _, scenario in planned])
+        except PluginError as err:
+            raise SweepError(f"jobs={jobs}: {err}") from None
+    tasks = [(point, scenario if carried is None else _pickled(point, scenario, jobs), out_dir / point.folder,
+              quiet or jobs > 1, resume, carried) for point, scenario in planned]
     if not resume:
         specs = [a.spec for a in axes]
         write_whole(out_dir / MANIFEST, yaml.safe_dump(
             {"scenario": base_tree, "sweep": specs, "digest": plan_digest(base_tree, specs)}, sort_keys=False))
     from fedgc.sweeps.jobs import run_all
 
-    tasks = [(point, scenario, out_dir / point.folder, quiet or jobs > 1, resume) for point, scenario in planned]
 
     def started(index: int) -> None:
         if log is not None:

@@ -15,7 +15,6 @@ import numpy as np
 
 from fedgc.wire.varint import IndexCodingError, IndexTruncated, encode_varints, read_varints
 
-
 MAX_RICE_PARAMETER = 48  # a remainder and its bit offset within a byte fit 7 bytes of one int64
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedgc.data.optional import require
 from fedgc.data.partition.base import check_clients, draw_seed, run_partitioner
 
 
 def pathological(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *, classes_per_client: int,
                  groups: np.ndarray | None = None) -> list[np.ndarray]:
+    require("data.partition", "pathological")
     from flwr_datasets.partitioner import PathologicalPartitioner
 
     check_clients(num_clients, len(labels), "pathological")

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedgc.data.optional import require
 from fedgc.data.partition.base import PartitionError, check_clients, draw_seed, run_partitioner
 
 
 def shards(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *, shards_per_client: int,
            groups: np.ndarray | None = None) -> list[np.ndarray]:
+    require("data.partition", "shards")
     from flwr_datasets.partitioner import ShardPartitioner
 
     check_clients(num_clients, len(labels), "shards")

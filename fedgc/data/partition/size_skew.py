@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedgc.data.optional import require
 from fedgc.data.partition.base import PartitionError, check_clients, run_partitioner
 
 
@@ -28,6 +29,7 @@ def skewed_sizes(total: int, num_clients: int, sigma: float, minimum: int, rng: 
 def size_skew(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *, size_sigma: float,
               min_partition_size: int,
               groups: np.ndarray | None = None) -> list[np.ndarray]:
+    require("data.partition", "size_skew")
     from flwr_datasets.partitioner import SizePartitioner
 
     check_clients(num_clients, len(labels), "size_skew")

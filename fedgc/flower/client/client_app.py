@@ -67,6 +67,7 @@ from fedgc.flower.setup import SCENARIO_PATH, SCENARIO_YAML, node_scenario
 from fedgc.flower.state.client_state import pack_state, unpack_state
 from fedgc.flower.state.client_store import client_store_mod
 from fedgc.flower.update_record import encode_update
+from fedgc.flower.wire_versions import declare
 from fedgc.models import MODELS, build_model, tensor_specs
 from fedgc.plugins.import_paths import node_policy
 
@@ -250,11 +251,7 @@ def local_update(msg: Message, context: Context, local: ArrayDataset | None = No
     """Train on the received global model; the round update (pseudo-gradient) Δ = w_global − w_local,
     what the server subtracts scaled by its learning rate. A pure function of the message, the node
     and its data (``local``, default ``local_data``): the same message gives the same Δ (the returned
-    generator continues the round's stream). The inline engine may have trained this client already,
-    together with the round's others (``fedgc.flower.client.batched``): then that result is used."""
-    batched = take_batched_update(msg)
-    if batched is not None:
-        return batched
+    generator continues the round's stream)."""
     model, job = train_job(msg, context, local, checked=checked, reuse_model=True, load_weights=False)
     start = model_tensors(msg.content.array_records[keys.ARRAYS])  # fresh tensors: train_one loads them
     # Δ on the training device: compression and its memory run there too (the payloads are written
@@ -266,7 +263,10 @@ def local_update(msg: Message, context: Context, local: ArrayDataset | None = No
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     pin_threads()  # in Flower's workers too: the update must not depend on the engine or the load
-    checked = checked_message(msg.content, context)  # once: local_update is handed the result
+    # The inline engine may have trained this client already, together with the round's others
+    # (fedgc.flower.client.batched): then the message was checked there, and its result is used.
+    handed = take_batched_update(msg)
+    checked = handed.checked if handed is not None else checked_message(msg.content, context)  # once
     settings, round_config, shapes = checked
     local = local_data(context, settings)
     server_round = round_config.server_round
@@ -283,8 +283,11 @@ def train(msg: Message, context: Context) -> Message:
     memory.load_state_dict(stored[MEMORY_KEY])
     settle_pending(memory, stored[PENDING_KEY], set(round_config.applied_rounds))
 
-    with deterministic_algorithms(client_deterministic(context)):
-        delta, result, generator = local_update(msg, context, local, checked=checked)
+    if handed is not None:
+        delta, result, generator = handed.delta, handed.train, handed.generator
+    else:
+        with deterministic_algorithms(client_deterministic(context)):
+            delta, result, generator = local_update(msg, context, local, checked=checked)
     delta = {name: t.to(device) for name, t in delta.items()}  # a batched result arrives on the host
     ctx = CompressionContext(round=server_round, density=round_config.density, generator=generator,
                              num_clients=round_config.num_clients)
@@ -314,7 +317,7 @@ def report_partition(msg: Message, context: Context) -> Message:
                            keys.NUM_PARTITIONS: int(config.get("num-partitions", 0))})
     if config.get(keys.NO_REPLICA):  # e.g. --node-config "... no-replica=1": send me the whole model first
         record[keys.NO_REPLICA] = 1
-    return Message(RecordDict({"partition": record}), reply_to=msg)
+    return Message(RecordDict({"partition": declare(record)}), reply_to=msg)  # with the wire versions it speaks
 
 
 @app.query(STATE_QUERY.split(".", 1)[1])

@@ -21,7 +21,6 @@ from flwr.app import ArrayRecord, Context, Message, MessageType, RecordDict
 from fedgc.compress.downlink import Weights, apply_download, as_replica, model_digest
 from fedgc.core.parts import build_model_for
 from fedgc.flower import keys
-from fedgc.flower.client.batched import BATCHED_DELTA, BATCHED_TRAIN
 from fedgc.flower.client_checks import NodeLimits
 from fedgc.flower.client_config import read_client_config
 from fedgc.flower.keys import BASE_DIGEST, DATA_DIR, DELTA_KEY, NEW_DIGEST, PLUGINS, REPLICA_KEY, RESET
@@ -83,9 +82,6 @@ def downlink_mod(msg: Message, context: Context, call_next) -> Message:
         content = RecordDict({keys.ARRAYS: ArrayRecord({k: v.contiguous() for k, v in replica.items()}), keys.CONFIG: config})
         if keys.CLIENT_CONFIG in msg.content.config_records:
             content[keys.CLIENT_CONFIG] = msg.content.config_records[keys.CLIENT_CONFIG]
-        for name in (BATCHED_DELTA, BATCHED_TRAIN):  # the inline engine trained it already (batched.py)
-            if name in msg.content:
-                content[name] = msg.content[name]
         msg.content = content  # the ClientApp sees the model, as without downlink compression
     elif config is not None and config.get(RESET):
         context.state[REPLICA_KEY] = pack_state(_checked_reset(msg, context))

@@ -22,7 +22,8 @@ from flwr.supercore.run import Run
 
 from fedgc.core.threads import pin_threads
 from fedgc.execution.device import resolve_device
-from fedgc.flower.client.batched import RoundTrainer
+from fedgc.flower.client.batched import BatchedUpdate, RoundTrainer, handing_over
+from fedgc.flower.internals import set_message_id
 from fedgc.flower.message_size import roundtrip
 from fedgc.flower.state.client_store import STORE_FILE, MemoryStore, message_generation, store_kind
 from fedgc.flower.state.disk_store import DamagedState, StoreError, open_disk_store, release_store, release_under
@@ -58,8 +59,8 @@ class InlineGrid(Transport):
         self.store = MemoryStore(self.contexts)
         self._store_dir: TemporaryFolder | None = None
         # A round's train messages, handed over before any is delivered: ``client.execution:
-        # vectorized`` trains them together and leaves each result on its message for the ClientApp
-        # (fedgc.flower.runtime.round_training). The grid itself trains nothing.
+        # vectorized`` trains them together and the grid hands each result to its message's ClientApp
+        # call (fedgc.flower.client.batched.handing_over). The grid itself trains nothing.
         self.train_together: RoundTrainer | None = None
         self._replies: dict[str, Message] = {}
         # Wire bytes of the last message pushed to / replied by each message id.
@@ -144,16 +145,18 @@ class InlineGrid(Transport):
         for message in messages:
             self.next_message_id += 1
             message_id = f"m{self.next_message_id:08d}"
-            message.metadata.__dict__["_message_id"] = message_id
+            set_message_id(message.metadata, message_id)
             delivered, size = roundtrip(message)
             self.sent_bytes[message_id] = size
             deliveries.append((self.next_message_id, message_id, delivered))
+        trained: dict[str, BatchedUpdate] = {}
         if self.train_together is not None:
-            self.train_together([d for _, _, d in deliveries if d.metadata.message_type == MessageType.TRAIN],
-                                self.in_client)
+            trained = self.train_together([d for _, _, d in deliveries if d.metadata.message_type == MessageType.TRAIN],
+                                          self.in_client)
         for number, message_id, delivered in deliveries:
-            reply = self._execute(delivered)
-            reply.metadata.__dict__["_message_id"] = f"r{number:08d}"
+            with handing_over(trained.get(delivered.metadata.message_id)):
+                reply = self._execute(delivered)
+            set_message_id(reply.metadata, f"r{number:08d}")
             returned, reply_size = roundtrip(reply)
             self.reply_bytes[message_id] = reply_size
             self._replies[message_id] = returned

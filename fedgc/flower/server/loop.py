@@ -1,9 +1,11 @@
 """fedgc's round loop, the same on every engine (inline, Flower's simulation runtime, real SuperNodes).
 
-One round, top to bottom (``run_rounds``): select among the online nodes and build the training
+One round, top to bottom (``_rounds``): select among the online nodes and build the training
 messages (strategy) → downlink stage (compressed downloads) → exchange (simulated network or measured
 on a deployment) → confirm the downloads → aggregate → retry while too few updates → evaluate →
-record → checkpoint. Every stateful part owns its ``state_dict()``; a checkpoint is all of them.
+record → checkpoint. The run's Flower-free parts come from ``fedgc.core.parts.build_run`` (in the
+order that is part of the seed's meaning); ``_Run`` adds the Flower stages and keeps the run's books.
+Every stateful part owns its ``state_dict()``; a checkpoint is all of them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
-import simpy
 import torch
 from flwr.app import ArrayRecord, Message, MessageType, RecordDict
 
@@ -25,14 +26,14 @@ from fedgc.bounded import open_no_follow, replace_no_follow, writing
 from fedgc.compress.base import DensePayload
 from fedgc.compress.warmup import recorded_density
 from fedgc.core import checkpoint
-from fedgc.core.observe import ProgressObserver, RoundObserver
-from fedgc.core.parts import build_model_for, density_schedule, federated_data, server_optimizer
+from fedgc.core.observe import RoundObserver
+from fedgc.core.parts import RunParts, SelectionPolicy, build_run, density_schedule
 from fedgc.core.records import Idle, client_rows, idle_reason, round_record
 from fedgc.core.resume_check import scenario_record
-from fedgc.core.stop import INTERRUPTED, StopRequest, clear_stop, stop_requests
+from fedgc.core.stop import INTERRUPTED, StopRequest, clear_stop, final_stopped_reason, stop_requests
 from fedgc.core.threads import pin_threads
 from fedgc.data import FederatedData
-from fedgc.execution.device import deterministic_algorithms, resolve_device
+from fedgc.execution.device import deterministic_algorithms
 from fedgc.execution.training import evaluate, samples_asked
 from fedgc.flower import keys
 from fedgc.flower.client_config import client_config_record
@@ -40,10 +41,9 @@ from fedgc.flower.keys import ReplyMetrics
 from fedgc.flower.message_size import message_wire_size
 from fedgc.flower.server.downlink_stage import DownlinkStage
 from fedgc.flower.server.exchange import MeasuredExchange, SimulatedExchange
-from fedgc.flower.server.strategy import Diverged, FedgcStrategy, SelectionPolicy
+from fedgc.flower.server.strategy import Diverged, FedgcStrategy
 from fedgc.flower.transport import Transport
 from fedgc.flower.update_record import encode_update
-from fedgc.network.build import build_network
 from fedgc.runs.metrics import FailureLog, MetricsLog, RoundsLog, Summary, read_rounds, write_summary
 from fedgc.scenario.model import Scenario
 
@@ -55,11 +55,6 @@ def dense_reply_bytes(shapes: dict[str, tuple[int, ...]]) -> int:
     message = Message(RecordDict({keys.UPDATE: encode_update(payloads), keys.METRICS: metrics.to_record()}),
                       dst_node_id=0, message_type=MessageType.TRAIN)
     return message_wire_size(message)
-
-
-def _note(observers: list[RoundObserver], line: str) -> None:
-    for observer in observers:
-        observer.note(line)
 
 
 def _as_record(weights: dict[str, torch.Tensor]) -> ArrayRecord:
@@ -89,8 +84,11 @@ def run_rounds(transport: Transport, scenario: Scenario, out_dir: Path | None, *
     ``observers`` see each round (``fedgc.core.observe``: the progress line, plots, a callback).
     ``graceful_stop``: the first Ctrl-C or SIGTERM stops the run after its round, keeping its work
     (``fedgc.core.stop``)."""
-    quiet = not any(isinstance(o, ProgressObserver) and o.enabled for o in observers)
-    with deterministic_algorithms(scenario.deterministic), stop_requests(graceful_stop, quiet) as stop:
+    def stopping() -> None:
+        for observer in observers:
+            observer.stopping()
+
+    with deterministic_algorithms(scenario.deterministic), stop_requests(graceful_stop, stopping) as stop:
         stop.watch(out_dir)
         try:
             return _rounds(transport, scenario, out_dir, measured, list(observers), resume, stop)
@@ -105,109 +103,17 @@ def _rounds(transport: Transport, scenario: Scenario, out_dir: Path | None, meas
     wall_start = time.perf_counter()
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
-    # The parts of the run, built from the scenario (the generators' order is part of the seed's meaning).
-    data = federated_data(scenario)
-    device = resolve_device(scenario.device)  # DeviceError (one line) before anything runs
-    model = build_model_for(scenario, data)
-    weights = {k: v.detach().clone() for k, v in model.state_dict().items()}  # on the CPU: sent from there
-    model.to(device)  # the server's copy, for evaluation
-    shapes = {k: tuple(v.shape) for k, v in weights.items()}
-    nodes = sorted(transport.get_node_ids())
-    rng = np.random.default_rng(scenario.seed)
-    network = build_network(simpy.Environment(), scenario.network, nodes, np.random.default_rng(rng.integers(2**63)))
-    s = scenario.strategy
-    policy = SelectionPolicy(s.fraction, scenario.network.over_selection, s.min_clients,
-                             retries=s.max_retries if s.too_few == "retry" else 0)
-    keep_first = policy.wanted(len(nodes)) if scenario.network.over_selection > 1.0 else None
-    exchange = (MeasuredExchange(deadline_s=scenario.network.deadline_s, keep_first=keep_first) if measured else
-                SimulatedExchange(network, deadline_s=scenario.network.deadline_s, keep_first=keep_first,
-                                  max_samples=samples_asked(scenario, data)))
-    downlink = DownlinkStage(scenario.downlink, weights, scenario.seed) if scenario.downlink.enabled else None
-    optimizer = server_optimizer(scenario)
-    strategy = build_strategy(scenario, data, shapes, policy, len(nodes), optimizer,
-                              np.random.default_rng(rng.integers(2**63)), device)
-    # Every stateful part of the run, by its name in a checkpoint (None: not in this run). The
-    # transport reports the clients' states: the inline grid holds them, the partition grid asks the nodes.
-    parts = {"strategy": strategy, "optimizer": optimizer, "network": network, "downlink": downlink,
-             "transport": transport}
-    rounds_done, rows = 0, []
-    if resume:
-        if parts["transport"] is None or out_dir is None:
-            raise checkpoint.CheckpointError("--resume needs a run folder and a transport that reports the clients' states")
-        state = checkpoint.resumable(out_dir, scenario)
-        checkpoint.restore(state, parts, shapes)
-        rounds_done, weights = state["run"]["round"], dict(state["run"]["weights"])
-        rows = read_rounds(out_dir / "metrics.jsonl", state["run"]["metrics_rows"])
-        for stale in ("summary.json", "model.pt"):  # the run is open again: its results are not final
-            (out_dir / stale).unlink(missing_ok=True)
-    log = MetricsLog(out_dir / "metrics.jsonl" if out_dir else None, rows)
-    failures = FailureLog(out_dir / "failures.jsonl" if out_dir else None, rounds_done if resume else None)
-    clients = RoundsLog(out_dir / "clients.jsonl" if out_dir else None, rounds_done if resume else None)
-    for observer in observers:
-        observer.started(list(rows))
-    dense_bytes = dense_reply_bytes(shapes)
-    arrays = _as_record(weights)  # the global model as sent: one record shared by every message
-    last_good = weights  # the newest global model that passed its checks (what model.pt keeps)
+    run = _Run(transport, scenario, out_dir, build_run(scenario, sorted(transport.get_node_ids())), measured,
+               observers, resume)
     stopped = "completed"
     try:
-        for server_round in range(rounds_done + 1, scenario.rounds + 1):
-            for attempt in range(policy.retries + 1):
-                messages = strategy.configure(server_round, arrays, exchange.online(sorted(transport.get_node_ids())))
-                if downlink is not None:  # nodes that announced no replica (query.partition, also late
-                    # joiners) and hold none the server confirmed: their next download is the whole model
-                    downlink.unsure |= {n for n in transport.nodes_without_replica() if n not in downlink.replicas}
-                    downlink.settle_waiting(transport, {int(m.metadata.dst_node_id) for m in messages})
-                downloads = downlink.encode(messages) if downlink is not None else None
-                selected = [int(m.metadata.dst_node_id) for m in messages]  # the transport may relabel them
-                exchanged = exchange.run(transport, messages) if messages else None
-                strategy.pushed(dict(zip(selected, exchanged.ids)) if exchanged else {})
-                strategy.acknowledge(exchanged.pulled if exchanged else [])
-                if downloads is not None and exchanged is not None:
-                    downlink.confirm(downloads, exchanged.ids, exchanged.pulled)
-                report = strategy.aggregate(server_round, exchanged.replies if exchanged else [])
-                if report.weights is not None:
-                    weights, arrays = report.weights, _as_record(report.weights)
-                retrying = report.weights is None and attempt < policy.retries
-                traffic = exchanged.traffic if exchanged else None
-                record = round_record(server_round, attempt, report.stats, traffic,
-                                      log.rows[-1].sim_end_s if log.rows else 0.0, dense_bytes)
-                if downloads is not None:
-                    record.downlink_density, record.downlink_resets = downloads.density, downloads.resets
-                record.density = recorded_density(scenario.compression, server_round)
-                client_records = client_rows(server_round, attempt, selected, traffic, report.stats)
-                clients.append_rows([asdict(row) for row in client_records])
-                for failure in exchanged.traffic.failures if exchanged else []:
-                    failures.append(server_round, attempt, failure.node_id, failure.error_type, failure.message)
-                    if failures.count == 1:
-                        _note(observers, f"warning: round {server_round}: client {failure.node_id} failed: "
-                                      f"{failure.error_type}: {failure.message} (every failure: failures.jsonl)")
-                if not retrying and (server_round % scenario.eval.every == 0 or server_round == scenario.rounds):
-                    model.load_state_dict(weights)
-                    record.accuracy, record.loss = evaluate(model, data.test, scenario.eval.batch_size)
-                log.append(record)
-                for observer in observers:
-                    observer.round_done(record, client_records)
-                if record.loss is not None and not math.isfinite(record.loss):
-                    raise Diverged(f"round {server_round}: the global model's test loss is not finite")
-                last_good = weights
-                idle = idle_reason(log.rows, scenario.strategy.max_idle_rounds)
-                if idle is not None:
-                    raise Idle(idle)
-                if not retrying:
+        for server_round in range(run.rounds_done + 1, scenario.rounds + 1):
+            for attempt in range(run.parts.policy.retries + 1):
+                if not run.attempt(server_round, attempt):  # False: the round is done (True: retry it)
                     break
-            every = scenario.checkpoint_every
-            interrupted = stop.asked and server_round < scenario.rounds
-            # No checkpoint at the last round: a completed run is extended from its last checkpoint.
             # An interrupted run checkpoints the round it stopped after, whatever checkpoint_every says.
-            if out_dir is not None and parts["transport"] is not None and (
-                    interrupted or (every and server_round % every == 0 and server_round < scenario.rounds)):
-                try:
-                    state = {"run": checkpoint.run_state(server_round, len(log.rows), last_good),
-                             **{name: part.state_dict() if part is not None else None for name, part in parts.items()}}
-                except RuntimeError as err:  # a node of a deployment did not answer: keep the previous checkpoint
-                    _note(observers, f"warning: round {server_round}: no checkpoint: {err}")
-                else:
-                    checkpoint.save(out_dir, state, scenario_record(scenario))
+            interrupted = stop.asked and server_round < scenario.rounds
+            run.checkpoint(server_round, interrupted)
             if interrupted:
                 stopped = INTERRUPTED
                 break
@@ -219,14 +125,128 @@ def _rounds(transport: Transport, scenario: Scenario, out_dir: Path | None, meas
         for observer in observers:
             observer.aborted()
         raise
-    summary = log.summarize(scenario.name, scenario.eval.target_accuracy, time.perf_counter() - wall_start, stopped)
-    if out_dir is not None:
-        with writing(out_dir / "model.pt"):  # the final (or last good) global model, whole or not at all
-            with open_no_follow(out_dir / "model.pt.tmp", "wb") as f:
-                torch.save(last_good, f)
-            replace_no_follow(out_dir / "model.pt.tmp", out_dir / "model.pt")
-    for observer in observers:  # the plots among them: before the summary, which marks the folder complete
-        observer.finished(summary, log.rows, last_good)
-    if out_dir is not None:
-        write_summary(out_dir / "summary.json", summary)  # last: its presence means the run folder is complete
-    return summary
+    return run.finish(final_stopped_reason(stopped, run.log.rows), time.perf_counter() - wall_start)
+
+
+class _Run:
+    """One run's Flower stages around its Flower-free parts, its global model and its books (the
+    metrics, failures and clients files, the observers)."""
+
+    def __init__(self, transport: Transport, scenario: Scenario, out_dir: Path | None, parts: RunParts,
+                 measured: bool, observers: list[RoundObserver], resume: bool) -> None:
+        self.transport, self.scenario, self.out_dir, self.parts, self.observers = (
+            transport, scenario, out_dir, parts, observers)
+        net = scenario.network
+        self.exchange = (MeasuredExchange(deadline_s=net.deadline_s, keep_first=parts.keep_first) if measured else
+                         SimulatedExchange(parts.network, deadline_s=net.deadline_s, keep_first=parts.keep_first,
+                                           max_samples=parts.max_samples))
+        self.downlink = (DownlinkStage(scenario.downlink, parts.weights, scenario.seed)
+                         if scenario.downlink.enabled else None)
+        self.strategy = build_strategy(scenario, parts.data, parts.shapes, parts.policy, len(parts.nodes),
+                                       parts.optimizer, parts.selection_rng, parts.device)
+        # Every stateful part of the run, by its name in a checkpoint (None: not in this run). The
+        # transport reports the clients' states: the inline grid holds them, the partition grid asks the nodes.
+        self.stateful = {"strategy": self.strategy, "optimizer": parts.optimizer, "network": parts.network,
+                         "downlink": self.downlink, "transport": transport}
+        self.rounds_done, self.weights, rows = 0, parts.weights, []
+        if resume:
+            self.rounds_done, self.weights, rows = self._resumed()
+        kept = self.rounds_done if resume else None
+        self.log = MetricsLog(out_dir / "metrics.jsonl" if out_dir else None, rows)
+        self.failures = FailureLog(out_dir / "failures.jsonl" if out_dir else None, kept)
+        self.clients = RoundsLog(out_dir / "clients.jsonl" if out_dir else None, kept)
+        for observer in observers:
+            observer.started(list(rows))
+        self.dense_bytes = dense_reply_bytes(parts.shapes)
+        self.arrays = _as_record(self.weights)  # the global model as sent: one record shared by every message
+        self.last_good = self.weights  # the newest global model that passed its checks (what model.pt keeps)
+
+    def _resumed(self) -> tuple[int, dict[str, torch.Tensor], list]:
+        if self.out_dir is None:
+            raise checkpoint.CheckpointError("--resume needs a run folder")
+        state = checkpoint.resumable(self.out_dir, self.scenario)
+        checkpoint.restore(state, self.stateful, self.parts.shapes)
+        rows = read_rounds(self.out_dir / "metrics.jsonl", state["run"]["metrics_rows"])
+        for stale in ("summary.json", "model.pt"):  # the run is open again: its results are not final
+            (self.out_dir / stale).unlink(missing_ok=True)
+        return state["run"]["round"], dict(state["run"]["weights"]), rows
+
+    def attempt(self, server_round: int, attempt: int) -> bool:
+        """One attempt at a round: select, download, exchange, aggregate, evaluate, record. True: too few
+        updates, and a retry is left."""
+        strategy, downlink, transport = self.strategy, self.downlink, self.transport
+        messages = strategy.configure(server_round, self.arrays, self.exchange.online(sorted(transport.get_node_ids())))
+        if downlink is not None:  # nodes that announced no replica (query.partition, also late joiners)
+            # and hold none the server confirmed: their next download is the whole model
+            downlink.unsure |= {n for n in transport.nodes_without_replica() if n not in downlink.replicas}
+            downlink.settle_waiting(transport, {int(m.metadata.dst_node_id) for m in messages})
+        downloads = downlink.encode(messages) if downlink is not None else None
+        selected = [int(m.metadata.dst_node_id) for m in messages]  # the transport may relabel them
+        exchanged = self.exchange.run(transport, messages) if messages else None
+        strategy.pushed(dict(zip(selected, exchanged.ids)) if exchanged else {})
+        strategy.acknowledge(exchanged.pulled if exchanged else [])
+        if downlink is not None and downloads is not None and exchanged is not None:
+            downlink.confirm(downloads, exchanged.ids, exchanged.pulled)
+        report = strategy.aggregate(server_round, exchanged.replies if exchanged else [])
+        if report.weights is not None:
+            self.weights, self.arrays = report.weights, _as_record(report.weights)
+        retrying = report.weights is None and attempt < self.parts.policy.retries
+        traffic = exchanged.traffic if exchanged else None
+        record = round_record(server_round, attempt, report.stats, traffic,
+                              self.log.rows[-1].sim_end_s if self.log.rows else 0.0, self.dense_bytes)
+        if downloads is not None:
+            record.downlink_density, record.downlink_resets = downloads.density, downloads.resets
+        record.density = recorded_density(self.scenario.compression, server_round)
+        client_records = client_rows(server_round, attempt, selected, traffic, report.stats)
+        self.clients.append_rows([asdict(row) for row in client_records])
+        for failure in traffic.failures if traffic else []:
+            self.failures.append(server_round, attempt, failure.node_id, failure.error_type, failure.message)
+            if self.failures.count == 1:
+                self._note(f"warning: round {server_round}: client {failure.node_id} failed: "
+                           f"{failure.error_type}: {failure.message} (every failure: failures.jsonl)")
+        if not retrying and (server_round % self.scenario.eval.every == 0 or server_round == self.scenario.rounds):
+            self.parts.model.load_state_dict(self.weights)
+            record.accuracy, record.loss = evaluate(self.parts.model, self.parts.data.test, self.scenario.eval.batch_size)
+        self.log.append(record)
+        for observer in self.observers:
+            observer.round_done(record, client_records)
+        if record.loss is not None and not math.isfinite(record.loss):
+            raise Diverged(f"round {server_round}: the global model's test loss is not finite")
+        self.last_good = self.weights
+        idle = idle_reason(self.log.rows, self.scenario.strategy.max_idle_rounds)
+        if idle is not None:
+            raise Idle(idle)
+        return retrying
+
+    def checkpoint(self, server_round: int, interrupted: bool) -> None:
+        """Every ``checkpoint_every`` rounds, and after the round an interrupted run stopped after. None
+        at the last round: a completed run is extended from its last checkpoint."""
+        every, rounds = self.scenario.checkpoint_every, self.scenario.rounds
+        if self.out_dir is None or not (interrupted or (every and server_round % every == 0 and server_round < rounds)):
+            return
+        try:
+            state = {"run": checkpoint.run_state(server_round, len(self.log.rows), self.last_good),
+                     **{name: part.state_dict() if part is not None else None for name, part in self.stateful.items()}}
+        except RuntimeError as err:  # a node of a deployment did not answer: keep the previous checkpoint
+            self._note(f"warning: round {server_round}: no checkpoint: {err}")
+        else:
+            checkpoint.save(self.out_dir, state, scenario_record(self.scenario))
+
+    def finish(self, stopped: str, wall_s: float) -> Summary:
+        """The summary; in a run folder, ``model.pt``, the observers' outputs, then ``summary.json``."""
+        summary = self.log.summarize(self.scenario.name, self.scenario.eval.target_accuracy, wall_s, stopped)
+        out_dir = self.out_dir
+        if out_dir is not None:
+            with writing(out_dir / "model.pt"):  # the final (or last good) global model, whole or not at all
+                with open_no_follow(out_dir / "model.pt.tmp", "wb") as f:
+                    torch.save(self.last_good, f)
+                replace_no_follow(out_dir / "model.pt.tmp", out_dir / "model.pt")
+        for observer in self.observers:  # the plots among them: before the summary, which marks the folder complete
+            observer.finished(summary, self.log.rows, self.last_good)
+        if out_dir is not None:
+            write_summary(out_dir / "summary.json", summary)  # last: its presence means the run folder is complete
+        return summary
+
+    def _note(self, line: str) -> None:
+        for observer in self.observers:
+            observer.note(line)

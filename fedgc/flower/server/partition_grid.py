@@ -25,10 +25,12 @@ from flwr.app import Message, RecordDict
 from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 
+from fedgc.flower.internals import set_src_node_id
 from fedgc.flower.keys import NO_REPLICA, PARTITION_QUERY, RESTORE_QUERY, STATE_QUERY
 from fedgc.flower.state.client_state import records_state, state_records
 from fedgc.flower.state.disk_store import DiskStore
 from fedgc.flower.transport import Transport
+from fedgc.flower.wire_versions import declared
 
 STATE_TIMEOUT_S = 120.0
 POLL_INTERVAL_S = 0.05
@@ -74,16 +76,18 @@ def partition_id(value: object) -> int | None:
     return value
 
 
-def read_partition(reply: Message, refused: Counter | None = None) -> tuple[int, bool] | None:
-    """(partition id, holds no downlink replica) from a partition query's reply, or None (counted in
-    ``refused`` by reason): nothing a node sends can raise out of the census."""
+def read_partition(reply: Message, refused: Counter | None = None) -> tuple[int, bool, tuple[int, ...]] | None:
+    """(partition id, holds no downlink replica, the blob versions it speaks: ``wire_versions.declared``)
+    from a partition query's reply, or None (counted in ``refused`` by reason): nothing a node sends
+    can raise out of the census."""
     node = reply.metadata.src_node_id
     try:
         metrics = None if reply.has_error() else reply.content.metric_records.get("partition")
         raw = metrics.get("partition-id") if metrics is not None else None
         flag = metrics.get(NO_REPLICA) if metrics is not None else None
+        versions = declared(metrics)
     except Exception:  # noqa: BLE001 — a malformed reply is a refusal, whatever it is
-        metrics = raw = flag = None
+        metrics = raw = flag = versions = None
     reason = None
     if raw is None:
         reason = "no partition-id"
@@ -91,12 +95,14 @@ def read_partition(reply: Message, refused: Counter | None = None) -> tuple[int,
         reason = "partition-id not an integer in range"
     elif flag is not None and (isinstance(flag, list) or flag not in (0, 1, 0.0, 1.0)):
         reason = "no-replica flag not 0 or 1"
+    elif versions is None:
+        reason = "wire-versions not a list of versions"
     if reason is not None:
         logger.warning("node %s: %s (%.40r); it is left out", node, reason, raw)
         if refused is not None:
             refused[reason] += 1
         return None
-    return partition, bool(flag)
+    return partition, bool(flag), versions
 
 
 def partition_queries(node_ids: Iterable[int]) -> list[Message]:
@@ -105,10 +111,11 @@ def partition_queries(node_ids: Iterable[int]) -> list[Message]:
 
 
 def ask_partitions(grid: Grid, node_ids: list[int], timeout_s: float, without_replica: set[int] | None = None,
-                   refused: Counter | None = None) -> tuple[dict[int, int], dict[str, int]]:
+                   refused: Counter | None = None, versions: dict[int, tuple[int, ...]] | None = None,
+                   ) -> tuple[dict[int, int], dict[str, int]]:
     """({node id: partition id} for the nodes that answered the partition query in time, {message id:
     node} of the queries still unanswered); the nodes that announced they hold no downlink replica
-    (``no-replica``) are added to ``without_replica``."""
+    (``no-replica``) are added to ``without_replica``, the blob versions each declared to ``versions``."""
     ids = list(grid.push_messages(partition_queries(node_ids)))
     answers = {}
     # The queries the node itself answered (a refused answer too) are not pulled again between rounds: a
@@ -125,6 +132,8 @@ def ask_partitions(grid: Grid, node_ids: list[int], timeout_s: float, without_re
         answers[node] = answer[0]
         if without_replica is not None and answer[1]:
             without_replica.add(node)
+        if versions is not None:
+            versions[node] = answer[2]
     answered = {r for r, node in zip(ids, node_ids) if node in answers} | replied
     return answers, {i: node for i, node in zip(ids, node_ids) if i and i not in answered}
 
@@ -155,24 +164,33 @@ class PartitionGrid(Transport):
         self.without_replica = {self.label_of[n] for n in without_replica if n in self.label_of}
         # The run folder's client-state store when the nodes keep their states there (the ServerApp sets it).
         self.store: DiskStore | None = None
+        # The blob versions each node declared (by id as presented), and the version the scenario's
+        # traffic needs with the setting that needs it (``wire_versions.needed``): a node that joins
+        # later without it is left out.
+        self.wire_versions: dict[int, tuple[int, ...]] = {}
+        self.wire_needed: tuple[int, str | None] = (1, None)
 
     @classmethod
-    def census(cls, inner: Grid, expected: int, wait_s: float, *, admit_late: bool = False) -> PartitionGrid:
+    def census(cls, inner: Grid, expected: int, wait_s: float, *, admit_late: bool = False,
+               wire: tuple[int, str | None] = (1, None)) -> PartitionGrid:
         """Ask nodes for their partition until ``expected`` partitions are known or ``wait_s`` passes
         (SuperNodes of a deployment may still be connecting when the run starts). ``admit_late``: nodes
-        that answer later, or connect later, join the run as they answer (a deployment's phones)."""
+        that answer later, or connect later, join the run as they answer (a deployment's phones).
+        ``wire``: the blob version the run needs and why (``fedgc.flower.wire_versions.needed``); a node
+        in the census that does not declare it is a ValueError, one line naming the node."""
         deadline = time.monotonic() + wait_s
         partitions: dict[int, int] = {}
         asked: set[int] = set()
         querying: dict[str, int] = {}
         without_replica: set[int] = set()
+        versions: dict[int, tuple[int, ...]] = {}
         refused: Counter[str] = Counter()
         while True:
             new = sorted(set(inner.get_node_ids()) - asked)
             if new:
                 asked.update(new)
                 answers, unanswered = ask_partitions(inner, new, max(1.0, deadline - time.monotonic()),
-                                                     without_replica, refused)
+                                                     without_replica, refused, versions)
                 partitions.update(answers)
                 querying.update(unanswered)
             valid = {n: p for n, p in partitions.items() if 0 <= p < expected}
@@ -189,6 +207,14 @@ class PartitionGrid(Transport):
                    querying=querying if admit_late else None)
         grid.asked |= asked
         grid.refused.update(refused)
+        grid.wire_versions = {label: versions[node] for node, label in grid.label_of.items()}
+        grid.wire_needed = wire
+        version, why = wire
+        for node, label in sorted(grid.label_of.items(), key=lambda item: item[1]):
+            if version not in versions[node]:
+                raise ValueError(f"node {label} (partition {label - 1}) speaks wire format version "
+                                 f"{', '.join(map(str, versions[node]))} only, and {why} needs version {version}: "
+                                 f"choose value_dtype fp32 or fp16, or a client that declares wire-versions [1, 3]")
         return grid
 
     def admit(self, online: set[int]) -> None:
@@ -209,8 +235,13 @@ class PartitionGrid(Transport):
             answer = read_partition(reply, self.refused)
             if node is None or answer is None:
                 continue
-            partition, no_replica = answer
+            partition, no_replica, versions = answer
             label = partition + 1
+            if self.wire_needed[0] not in versions:
+                self.refused["wire version not declared"] += 1
+                logger.warning("node %s speaks wire format version %s only, and %s needs version %s; it is left out",
+                               node, ", ".join(map(str, versions)), self.wire_needed[1], self.wire_needed[0])
+                continue
             holder = self.node_of.get(label)
             if not 0 <= partition < self.expected or (holder is not None and holder in online):
                 self.refused["partition out of range or held"] += 1
@@ -219,6 +250,7 @@ class PartitionGrid(Transport):
                 continue
             self.label_of.pop(holder, None)
             self.label_of[node], self.node_of[label] = label, node
+            self.wire_versions[label] = versions
             if no_replica:
                 self.without_replica.add(label)
             logger.info("node %s joins the run as node %s (partition %s)", node, label, partition)
@@ -255,7 +287,7 @@ class PartitionGrid(Transport):
         for reply in replies:
             node = reply.metadata.src_node_id
             # Metadata has no setter for the sender: a reply's sender is fixed once it arrives.
-            reply.metadata.__dict__["_src_node_id"] = self.label_of.get(node, node)
+            set_src_node_id(reply.metadata, self.label_of.get(node, node))
         return replies
 
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:

@@ -25,6 +25,7 @@ from fedgc.flower.server.superlink_grid import collecting
 from fedgc.flower.setup import NODE_WAIT_S, OUT_DIR, QUIET, scenario_from_run_config
 from fedgc.flower.state.client_store import STORE_FILE
 from fedgc.flower.state.disk_store import open_disk_store
+from fedgc.flower.wire_versions import needed
 
 app = ServerApp()
 
@@ -38,7 +39,7 @@ def main(grid: Grid, context: Context) -> None:
     # On a deployment, nodes that connect after the census join the run as they answer; Flower's
     # simulation runtime starts every virtual node before the run.
     partitioned = PartitionGrid.census(collecting(grid), expected=scenario.data.num_clients, wait_s=wait_s,
-                                       admit_late=not isinstance(grid, InMemoryGrid))
+                                       admit_late=not isinstance(grid, InMemoryGrid), wire=needed(scenario))
     store_dir = context.run_config.get(CLIENT_STORE_DIR)
     if store_dir:  # the nodes keep their states in the run folder's store: a checkpoint is its mark
         partitioned.store = open_disk_store(Path(str(store_dir)) / STORE_FILE)

@@ -7,7 +7,6 @@ optimizer. fedgc's round loop (``fedgc.flower.server.loop``) calls ``configure``
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from fedgc.aggregation.aggregators import ROBUST_MIN_UPDATES, AcceptedUpdate, Ag
 from fedgc.aggregation.server_optim import ServerOptimizer
 from fedgc.compress.aggregate import aggregate_payloads, capped_shares, norm_bounds
 from fedgc.compress.base import Payload
+from fedgc.core.parts import SelectionPolicy
 from fedgc.core.records import AggregationStats
 from fedgc.flower import keys
 from fedgc.flower.server.validate import (
@@ -58,21 +58,6 @@ class ClientUpdate:
 
 class Diverged(RuntimeError):
     """The global model became non-finite; the run stops and keeps the last good model."""
-
-
-@dataclass
-class SelectionPolicy:
-    fraction: float
-    over_selection: float = 1.0
-    min_clients: int = 1
-    retries: int = 0  # attempts after the first for a round with fewer than min_clients updates
-
-    def wanted(self, total_nodes: int) -> int:
-        """K: updates aggregated per round."""
-        return max(1, round(self.fraction * total_nodes))
-
-    def to_select(self, total_nodes: int) -> int:
-        return math.ceil(self.over_selection * self.wanted(total_nodes))
 
 
 class FedgcStrategy(FedAvg):

@@ -46,6 +46,7 @@ from flwr.supercore.inflatable.inflatable_utils import (
 from flwr.supercore.run import Run
 from flwr.superlink.grid.http_grid import HttpGrid
 
+from fedgc.flower.internals import set_message_id
 from fedgc.flower.server.partition_grid import poll_replies
 
 logger = logging.getLogger(__name__)
@@ -130,7 +131,7 @@ class SuperLinkGrid(Grid):
                     node=self.inner.node, run_id=self.inner._run.run_id,
                     message_object_id=listed.message_id))
                 message = inflate_object_from_contents(listed.message_id, listed.contents)
-                message.metadata.__dict__["_message_id"] = listed.message_id  # as Flower's grid sets it
+                set_message_id(message.metadata, listed.message_id)  # as Flower's grid sets it
                 complete.append(message)
         return complete
 

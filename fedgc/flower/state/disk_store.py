@@ -3,12 +3,17 @@
 Why SQLite and not memory-mapped files: a round touches ~100 clients out of thousands, each state a
 few hundred KB to tens of MB of variable size (sparse pending updates, bf16 momentum...). SQLite
 gives keyed random access to variable-size blobs, atomic commits (a run killed mid-write leaves the
-last committed state, never a torn one), concurrent writers from Flower's worker processes (WAL and a
-busy timeout), and versions by round, which is what a checkpoint needs (below), in one file with
-nothing to install. Fixed-size memory-mapped slots would need one slot size per client (states
-vary), their own free-space bookkeeping and their own crash consistency; the OS page cache serves
-SQLite's reads as it would a map's, and the blobs are read once per turn, so the copy costs little
-next to training (docs/performance.md has the measured throughput).
+last committed state, never a torn one: a rollback journal), concurrent writers from Flower's worker
+processes (file locks and a busy timeout), and versions by round, which is what a checkpoint needs
+(below), in one file with nothing to install. Fixed-size memory-mapped slots would need one slot size
+per client (states vary), their own free-space bookkeeping and their own crash consistency; the OS
+page cache serves SQLite's reads as it would a map's, and the blobs are read once per turn.
+
+Each state is written once: into pages freed by earlier commits (the new row before the rows it
+supersedes are deleted, deleted pages not zeroed), which the rollback journal need not save, so a save
+writes the state's bytes plus the few pages a commit changes in place, twice (journal, then file):
+about 1.6x a 1.6 MB state with 64 KiB pages, where a write-ahead log wrote it into the log, read it
+back and wrote it into the file (2.3x written, 1x read; docs/performance.md has the measured times).
 
 Checkpoints without copying the states: each row is tagged with the round that wrote it (its
 generation). A checkpoint (``state_dict``) records the store's id, the newest generation and, for
@@ -76,7 +81,7 @@ class DiskStore:
         self._conn: sqlite3.Connection | None = None
         self.generation = 0  # newest generation written by this process
         if fresh:
-            for suffix in ("", "-wal", "-shm"):
+            for suffix in ("", "-journal", "-wal", "-shm"):
                 Path(str(self.path) + suffix).unlink(missing_ok=True)
         try:
             conn = self._connection()
@@ -112,13 +117,24 @@ class DiskStore:
                                          check_same_thread=False)
             self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self._conn.execute("PRAGMA page_size = 65536")  # (a new file's) blobs of ~1 MB: fewer, larger pages
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            # A rollback journal, not a write-ahead log: a state is written once, into pages that no row
+            # uses (``save``), and the journal holds only the few pages a commit changes in place (the
+            # tables' leaves, the free list). Under WAL every state went into the log, was read back
+            # and went again into the file. A store a WAL-mode fedgc left (format 2 as well) becomes
+            # one at its first connection, its log folded into the file (were another connection
+            # holding it in WAL mode, it would stay in WAL mode: consistent either way).
+            try:
+                self._conn.execute("PRAGMA journal_mode = TRUNCATE")
+            except sqlite3.OperationalError:
+                pass
+            # A deleted row's pages are left as they are, free for the next state (SQLite built with
+            # SECURE_DELETE, as Debian's is, would zero them: a second write of every state).
+            self._conn.execute("PRAGMA secure_delete = OFF")
             # Consistent whatever happens to the process; made durable at each checkpoint (``state_dict``).
             self._conn.execute("PRAGMA synchronous = OFF")
-            self._conn.execute("PRAGMA wal_autocheckpoint = 4096")
+            self._conn.execute("PRAGMA wal_autocheckpoint = 4096")  # (only while in WAL mode, above)
             # A page cache of 64 MiB (the default is 2 MiB: 31 pages of 64 KiB, less than two states of a
-            # 200,000-parameter model): a state written is checkpointed from memory, not read back from
-            # the WAL. Measured (the store alone, 300 clients of 1.6 MB, 2-core machine): a save 4.0-4.5 ms -> 2.0-2.6 ms.
+            # 200,000-parameter model): a transaction's pages stay in memory until its commit writes them.
             self._conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
             self._pid = os.getpid()
         return self._conn
@@ -166,12 +182,16 @@ class DiskStore:
                     rows = [g for (g,) in conn.execute("SELECT generation FROM state WHERE client = ?", (client,))]
                     keep = {max((g for g in rows if g <= k), default=None) for k in (kept, kept_before)}
                     drop = [(client, g) for g in rows if g not in keep and g != generation]
-                    conn.executemany("DELETE FROM state WHERE client = ? AND generation = ?", drop)
+                    # The new row first: its pages come from rows deleted by earlier commits, so the
+                    # journal need not keep their content (pages freed in this transaction would be
+                    # copied to it before being reused: the state written twice).
                     conn.execute("INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?)",
                                  (client, generation, self.row_crc(client, generation, data), data))
+                    conn.executemany("DELETE FROM state WHERE client = ? AND generation = ?", drop)
                     conn.execute("COMMIT")
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    if conn.in_transaction:  # (SQLite rolls back itself on a full disk: its error is the one told)
+                        conn.execute("ROLLBACK")
                     raise
                 self.generation = max(self.generation, generation)
         except sqlite3.Error as err:
@@ -232,7 +252,7 @@ class DiskStore:
                 rows = conn.execute("SELECT client, MAX(generation), crc FROM state GROUP BY client "
                                     "ORDER BY client").fetchall()
                 conn.execute("COMMIT")
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # into the file, then on the disk: durable
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # (a store still in WAL mode: its log into the file)
             with open(self.path, "rb+") as f:
                 os.fsync(f.fileno())
         except (sqlite3.Error, OSError) as err:

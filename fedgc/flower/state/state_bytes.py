@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 
-from flwr.app import Array, ArrayRecord, RecordDict
+from flwr.app import Array, RecordDict
 from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
 from flwr.proto.recorddict_pb2 import RecordDict as ProtoRecordDict
+
+from fedgc.flower.state.client_state import array_record
 
 MAGIC = b"fedgc-state 1\n"
 
@@ -49,7 +51,7 @@ def decode_state(data: bytes) -> RecordDict:
             record[str(key)] = Array(dtype=str(dtype), shape=tuple(int(d) for d in shape), stype=str(stype),
                                      data=bytes(view[at:at + nbytes]))
             at += nbytes
-        state[str(name)] = ArrayRecord(record)
+        state[str(name)] = array_record(record)
     rest = header["rest"]
     if not (isinstance(rest, int) and rest == len(data) - at):
         raise ValueError("the records after the arrays do not fill the rest")

@@ -11,10 +11,12 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The update wire format, version 1 (docs/wire-format.md v2), byte for byte as fedgc's Python codec
- * ({@code fedgc/wire/codec.py}, {@code fedgc/wire/varint.py}; the ArrayRecord envelope is
- * {@code fedgc/flower/codec.py}): {@link #encode} writes the blob,
- * {@link #decode} validates one against the model's parameter shapes and throws
+ * The update wire format, version 1 (docs/wire-format.md v2) and version 3 ("Format v3": Golomb–Rice
+ * index blocks, value encodings), byte for byte as fedgc's Python codec
+ * ({@code fedgc/wire/codec.py}, {@code fedgc/wire/varint.py}, {@code golomb.py}, {@code quantize.py};
+ * the ArrayRecord envelope is {@code fedgc/flower/update_record.py}): {@link #encode} writes the blob
+ * (version 1, or {@link #encode(List, int, String, long)} for either version),
+ * {@link #decode} validates one (version 1 or 3) against the model's parameter shapes and throws
  * {@link CodecException} with the reason the Python codec gives for the same bytes: fields are read
  * and checked one at a time, the first failing check names the reason. In a Flower
  * message the blob is the 1-D uint8 {@code .npy} array {@code update} of the ArrayRecord
@@ -23,6 +25,8 @@ import java.util.Map;
 public final class Codec {
     public static final String UPDATE_KEY = "update";
     public static final int VERSION = 1;
+    /** Wire format v3 (docs/wire-format.md, "Format v3"); version byte 2 is never written. */
+    public static final int VERSION_V3 = 3;
     public static final int MAX_QSGD_LEVELS = 32767;
     static final int MAX_VARINT_BYTES = 10;
 
@@ -32,16 +36,110 @@ public final class Codec {
 
     /** The update blob: version byte, then each payload's kind and body, in the model's parameter order. */
     public static byte[] encode(List<? extends Payload> payloads) {
+        return encode(payloads, VERSION, null, 0);
+    }
+
+    /**
+     * The update blob in {@code version} 1 or {@link #VERSION_V3}, as fedgc's
+     * {@code encode_bytes(payloads, version, values, block)}. In version 3, {@code values} picks the
+     * encoding of every sparse entry's values ({@code "fp32"}, {@code "fp16"}, {@code "int8"},
+     * {@code "int4"}, {@code "sign"}; null: as each payload holds them: a {@link Payload.CodedSparse}
+     * its own codes, a {@link Payload.Sparse} fp32 or fp16 by its dtype) and {@code block} the values
+     * per scale of the scaled ones (unsigned 64-bit; 0: one scale per tensor); what the receiver sees
+     * of the values is {@link Quantize#quantize}. Version 1 takes no {@code values}.
+     */
+    public static byte[] encode(List<? extends Payload> payloads, int version, String values, long block) {
+        if (version != VERSION && version != VERSION_V3) {
+            throw new IllegalArgumentException("wire format version " + version + ": one of 1, 3");
+        }
+        if (version == VERSION && values != null) {
+            throw new IllegalArgumentException("value encodings need version 3; version 1 sends each payload's values as they are");
+        }
+        if (values != null) {
+            Quantize.code(values); // an unknown name is refused before anything is written
+        }
         int estimate = 1;
         for (Payload p : payloads) {
-            estimate += 16 + (p instanceof Payload.Sparse ? 9 * p.elements() : 4 * p.numel / 8);
+            estimate += 16 + (p.kind() == Payload.SPARSE ? 9 * p.elements() : 4 * p.numel / 8);
         }
         ByteSink out = new ByteSink(estimate);
-        out.u8(VERSION);
+        out.u8(version);
         for (Payload p : payloads) {
-            body(out, p);
+            if (version == VERSION_V3) {
+                bodyV3(out, p, values, block);
+            } else {
+                body(out, p);
+            }
         }
         return out.toByteArray();
+    }
+
+    /** Version 3 bodies: sparse and stc with a Rice index block, sparse values encoded; the rest as version 1. */
+    private static void bodyV3(ByteSink out, Payload payload, String values, long block) {
+        if (payload.kind() == Payload.STC) {
+            Payload.Stc p = (Payload.Stc) payload;
+            out.u8(Payload.STC);
+            out.f32(p.scale);
+            Rice.encode(out, p.indices, p.numel);
+            out.bytes(p.signs);
+            return;
+        }
+        if (payload.kind() != Payload.SPARSE) {
+            body(out, payload);
+            return;
+        }
+        Payload coded = coded(payload, values, block);
+        int[] indices;
+        int encoding;
+        if (coded instanceof Payload.CodedSparse) {
+            indices = ((Payload.CodedSparse) coded).indices;
+            encoding = ((Payload.CodedSparse) coded).encoding;
+        } else {
+            indices = ((Payload.Sparse) coded).indices;
+            encoding = ((Payload.Sparse) coded).dtype == Payload.F16 ? Quantize.FP16 : Quantize.FP32;
+        }
+        out.u8(Payload.SPARSE);
+        out.u8(encoding);
+        Rice.encode(out, indices, coded.numel);
+        if (indices.length == 0) {
+            return;
+        }
+        if (!(coded instanceof Payload.CodedSparse)) {
+            values(out, ((Payload.Sparse) coded).dtype, ((Payload.Sparse) coded).values);
+            return;
+        }
+        Payload.CodedSparse c = (Payload.CodedSparse) coded;
+        out.varint(c.block);
+        values(out, Payload.F32, c.scales);
+        int k = c.codes.length;
+        if (c.encoding == Quantize.INT8) {
+            out.bytes(c.codes);
+        } else if (c.encoding == Quantize.INT4) {
+            for (int j = 0; j < k; j += 2) {
+                int high = j + 1 < k ? c.codes[j + 1] & 0x0f : 0;
+                out.u8((c.codes[j] & 0x0f) | high << 4);
+            }
+        } else {
+            byte[] bits = new byte[(k + 7) / 8];
+            for (int j = 0; j < k; j++) {
+                bits[j >>> 3] |= (byte) (c.codes[j] << (j & 7));
+            }
+            out.bytes(bits);
+        }
+    }
+
+    /** The wire form of a sparse payload's values: as they are ({@code values} null), or re-encoded. */
+    private static Payload coded(Payload payload, String values, long block) {
+        if (payload instanceof Payload.CodedSparse) {
+            Payload.CodedSparse c = (Payload.CodedSparse) payload;
+            if (values == null || (Quantize.code(values) == c.encoding && block == c.block)) {
+                return c;
+            }
+            return Quantize.wire(c.indices, c.values, values, block, c.shape);
+        }
+        Payload.Sparse p = (Payload.Sparse) payload;
+        String encoding = values != null ? values : (p.dtype == Payload.F16 ? "fp16" : "fp32");
+        return Quantize.wire(p.indices, p.values, encoding, block, p.shape);
     }
 
     private static void values(ByteSink out, int dtype, float[] values) {
@@ -64,6 +162,13 @@ public final class Codec {
                 return;
             }
             case Payload.SPARSE: {
+                if (payload instanceof Payload.CodedSparse) { // version 1 has no value encodings: fp32
+                    Payload.CodedSparse p = (Payload.CodedSparse) payload;
+                    out.u8(Payload.F32);
+                    indices(out, p.indices, p.numel);
+                    values(out, Payload.F32, p.values);
+                    return;
+                }
                 Payload.Sparse p = (Payload.Sparse) payload;
                 out.u8(p.dtype);
                 indices(out, p.indices, p.numel);
@@ -194,18 +299,19 @@ public final class Codec {
         return decode(blob, new ArrayList<>(shapes.values()));
     }
 
-    /** Validate and decode an update blob against the model's parameter shapes (in order). */
+    /** Validate and decode an update blob (version 1 or 3) against the model's parameter shapes (in order). */
     public static List<Payload> decode(byte[] blob, List<long[]> shapes) throws CodecException {
         Reader r = new Reader(blob);
         int version = blob.length > 0 ? r.take(1)[0] & 0xff : -1;
-        if (version != VERSION) {
-            throw new CodecException("bad-version", "format version " + version + ", expected " + VERSION);
+        if (version != VERSION && version != VERSION_V3) {
+            throw new CodecException("bad-version", "format version " + version + ", expected one of (1, 3)");
         }
         List<Payload> out = new ArrayList<>(shapes.size());
         int index = 0;
         for (long[] shape : shapes) {
             r.name = "parameter " + index++;
-            out.add(decodeOne(r, r.take(1)[0] & 0xff, shape));
+            int kind = r.take(1)[0] & 0xff;
+            out.add(version == VERSION_V3 ? decodeOneV3(r, kind, shape) : decodeOne(r, kind, shape));
         }
         if (r.pos != blob.length) {
             throw new CodecException("trailing-bytes", (blob.length - r.pos) + " bytes after the last parameter");
@@ -318,6 +424,70 @@ public final class Codec {
         }
     }
 
+    /** Version 3 entries: sparse and stc bodies are v3's, every other kind is version 1's. */
+    private static Payload decodeOneV3(Reader r, int kind, long[] shape) throws CodecException {
+        int n = Payload.numel(shape);
+        if (kind == Payload.STC) {
+            float scale = r.scales(1)[0];
+            int[] indices = r.rice(n);
+            return new Payload.Stc(scale, indices, r.bits(indices.length), shape);
+        }
+        if (kind != Payload.SPARSE) {
+            return decodeOne(r, kind, shape);
+        }
+        int encoding = r.take(1)[0] & 0xff;
+        if (encoding >= Quantize.ENCODINGS.length) {
+            throw new CodecException("bad-dtype", r.name + ": value encoding code " + encoding);
+        }
+        int[] indices = r.rice(n);
+        int k = indices.length;
+        if (encoding == Quantize.FP32 || encoding == Quantize.FP16) {
+            int dtype = encoding == Quantize.FP16 ? Payload.F16 : Payload.F32;
+            return new Payload.Sparse(dtype, indices, r.floats(k, dtype), shape);
+        }
+        if (k == 0) {
+            return new Payload.CodedSparse(encoding, 0, indices, new byte[0], new float[0], shape);
+        }
+        long block = r.varint();
+        float[] scales = r.scales(Quantize.blockCount(k, block));
+        byte[] raw = r.take(Quantize.codeBytes(encoding, k));
+        byte[] codes;
+        if (encoding == Quantize.SIGN) {
+            if (k % 8 != 0 && ((raw[raw.length - 1] & 0xff) >>> (k % 8)) != 0) {
+                throw new CodecException("bad-bits", r.name + ": padding bits are not zero");
+            }
+            codes = new byte[k];
+            for (int j = 0; j < k; j++) {
+                codes[j] = (byte) (raw[j >>> 3] >>> (j & 7) & 1);
+            }
+        } else {
+            if (encoding == Quantize.INT4) {
+                if (k % 2 != 0 && (raw[raw.length - 1] & 0xf0) != 0) {
+                    throw new CodecException("bad-bits", r.name + ": int4 padding nibble set");
+                }
+                codes = new byte[k];
+                for (int j = 0; j < k; j++) {
+                    int nibble = (raw[j >>> 1] & 0xff) >>> (4 * (j & 1)) & 0x0f;
+                    codes[j] = (byte) (nibble >= 8 ? nibble - 16 : nibble); // 4-bit two's complement
+                }
+            } else {
+                codes = raw;
+            }
+            int levels = Quantize.levels(encoding);
+            for (byte c : codes) {
+                if (c < -levels || c > levels) { // −128 (int8), −8 (int4)
+                    throw new CodecException("bad-levels", r.name + ": an " + Quantize.ENCODINGS[encoding]
+                        + " code outside ±" + levels);
+                }
+            }
+        }
+        Payload.CodedSparse payload = new Payload.CodedSparse(encoding, block, indices, codes, scales, shape);
+        if (!finite(payload.values)) { // a finite scale near the f32 maximum times a code can overflow
+            throw new CodecException("non-finite", r.name + ": code x scale overflows");
+        }
+        return payload;
+    }
+
     static boolean finite(float[] values) {
         for (float v : values) {
             if (Float.isNaN(v) || Float.isInfinite(v)) {
@@ -405,6 +575,14 @@ public final class Codec {
                 throw new CodecException("truncated", name + ": " + err.getMessage());
             }
             return values[0];
+        }
+
+        /** A version 3 (Golomb–Rice) index block of a parameter with {@code numel} entries ({@link Rice}). */
+        int[] rice(int numel) throws CodecException {
+            int[] end = new int[1];
+            int[] indices = Rice.decode(data, pos, numel, name, end);
+            pos = end[0];
+            return indices;
         }
 
         /** An index block (docs/wire-format.md) of a parameter with {@code numel} entries. */

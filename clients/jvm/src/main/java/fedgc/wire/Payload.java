@@ -117,6 +117,62 @@ public abstract class Payload {
         }
     }
 
+    /**
+     * A sparse entry whose values travel in a wire format v3 scaled encoding ({@link Quantize#INT8},
+     * {@link Quantize#INT4}, {@link Quantize#SIGN}), as fedgc's {@code CodedSparsePayload}: per kept
+     * entry a code (int8/int4: the integer −L…L; sign: 1 = negative), one f32 scale per block of
+     * {@code block} values (unsigned; 0 or ≥ k: one block), and {@link #values}, what the receiver
+     * sees ({@code c · scale} or {@code ±scale}). Kind {@link #SPARSE}; made by {@link Quantize#wire}
+     * or by decoding a v3 blob. Version 1 sends it as fp32 sparse values.
+     */
+    public static final class CodedSparse extends Payload {
+        public final int encoding;
+        public final long block;
+        public final int[] indices;
+        public final byte[] codes;
+        public final float[] scales;
+        public final float[] values;
+
+        public CodedSparse(int encoding, long block, int[] indices, byte[] codes, float[] scales, long[] shape) {
+            super(shape);
+            if (!Quantize.scaled(encoding)) {
+                throw new IllegalArgumentException("value encoding " + encoding + " has no scale");
+            }
+            if (codes.length != indices.length || scales.length != Quantize.blockCount(indices.length, block)) {
+                throw new IllegalArgumentException(indices.length + " indices, " + codes.length + " codes, "
+                    + scales.length + " scales");
+            }
+            int levels = encoding == Quantize.SIGN ? 1 : Quantize.levels(encoding);
+            for (byte c : codes) {
+                if (encoding == Quantize.SIGN ? (c != 0 && c != 1) : (c < -levels || c > levels)) {
+                    throw new IllegalArgumentException("code " + c + " outside the encoding's range");
+                }
+            }
+            this.encoding = encoding;
+            this.block = block;
+            this.indices = indices;
+            this.codes = codes;
+            this.scales = scales;
+            this.values = Quantize.dequantize(codes, scales, encoding, block);
+        }
+
+        public int kind() {
+            return SPARSE;
+        }
+
+        public int elements() {
+            return indices.length;
+        }
+
+        public float[] toDense() {
+            float[] out = new float[numel];
+            for (int j = 0; j < indices.length; j++) {
+                out[indices[j]] = values[j];
+            }
+            return out;
+        }
+    }
+
     /** One bit per element: +pos (bit 0) or −neg (bit 1). */
     public static final class Sign extends Payload {
         public final byte[] signs;

@@ -44,7 +44,16 @@ import java.util.Set;
  * fedgc's own results computed in the same test run):
  * <ul>
  *   <li>{@code vectors FILE}: lines {@code name TAB shapes TAB blob-hex TAB decoded-hex}; decode each
- *   blob, require the decoded f32 values bit for bit and the re-encoded blob byte for byte.</li>
+ *   blob, require the decoded f32 values bit for bit and the re-encoded blob (in the blob's own
+ *   version, 1 or 3) byte for byte.</li>
+ *   <li>{@code encode FILE}: lines {@code name TAB shapes TAB blob-hex TAB version TAB values TAB block
+ *   TAB inputs}: the payloads of {@code inputs} (per parameter, {@code ;}-separated:
+ *   {@code sparse:INDICES:F32HEX}, {@code stc:INDICES:SIGNSHEX:SCALEHEX} or {@code dense:F32HEX},
+ *   indices comma-separated) given to {@link Codec#encode(List, int, String, long)} ({@code values}
+ *   {@code -} for null) must give the blob byte for byte.</li>
+ *   <li>{@code quantize FILE OUT}: lines {@code encoding TAB block TAB F32HEX}; writes per line
+ *   {@link fedgc.wire.Quantize#quantize}'s f32 values and the v3 blob of one sparse entry holding
+ *   them all ({@code quantized-hex TAB blob-hex}, or {@code error TAB message}).</li>
  *   <li>{@code reject FILE}: lines {@code id TAB shapes TAB blob-hex}; print {@code id TAB reason} (or
  *   {@code ok}) per line: what Java's decoder says of each blob.</li>
  *   <li>{@code compress DIR}: a client's rounds as DIR/case.txt describes them, deltas from
@@ -68,6 +77,8 @@ public final class JvmCheck {
         int failures;
         switch (args[0]) {
             case "vectors": failures = vectors(new File(args[1])); break;
+            case "encode": failures = encode(new File(args[1])); break;
+            case "quantize": failures = quantize(new File(args[1]), new File(args[2])); break;
             case "reject": failures = reject(new File(args[1])); break;
             case "compress": failures = compress(new File(args[1])); break;
             case "half": failures = half(new File(args[1]), new File(args[2])); break;
@@ -175,7 +186,8 @@ public final class JvmCheck {
                     all.write(b, 0, b.length);
                 }
                 String got = hex(all.toByteArray());
-                String again = hex(Codec.encode(payloads));
+                int version = blob[0] & 0xff; // re-encoded in the blob's own version, values as decoded
+                String again = hex(Codec.encode(payloads, version, null, 0));
                 if (!got.equals(f[3])) {
                     failures++;
                     System.out.println("FAIL " + name + ": decoded " + got + " expected " + f[3]);
@@ -191,6 +203,72 @@ public final class JvmCheck {
             }
         }
         return failures;
+    }
+
+    static int[] ints(String text) {
+        if (text.isEmpty()) {
+            return new int[0];
+        }
+        String[] parts = text.split(",");
+        int[] out = new int[parts.length];
+        for (int i = 0; i < parts.length; i++) {
+            out[i] = Integer.parseInt(parts[i]);
+        }
+        return out;
+    }
+
+    static int encode(File file) throws IOException {
+        int failures = 0;
+        for (String line : lines(file)) {
+            String[] f = line.split("\t", -1);
+            String name = f[0];
+            List<long[]> shapes = shapes(f[1]);
+            String[] inputs = f[6].split(";", -1);
+            List<Payload> payloads = new ArrayList<>();
+            for (int i = 0; i < inputs.length; i++) {
+                String[] p = inputs[i].split(":", -1);
+                long[] shape = shapes.get(i);
+                if (p[0].equals("sparse")) {
+                    payloads.add(new Payload.Sparse(Payload.F32, ints(p[1]), floats(hex(p[2])), shape));
+                } else if (p[0].equals("stc")) {
+                    payloads.add(new Payload.Stc(floats(hex(p[3]))[0], ints(p[1]), hex(p[2]), shape));
+                } else {
+                    payloads.add(new Payload.Dense(Payload.F32, floats(hex(p[1])), shape));
+                }
+            }
+            String values = f[4].equals("-") ? null : f[4];
+            String got = hex(Codec.encode(payloads, Integer.parseInt(f[3]), values, Long.parseUnsignedLong(f[5])));
+            if (got.equals(f[2])) {
+                System.out.println("ok " + name);
+            } else {
+                failures++;
+                System.out.println("FAIL " + name + ": encoded " + got + " expected " + f[2]);
+            }
+        }
+        return failures;
+    }
+
+    static int quantize(File file, File out) throws IOException {
+        StringBuilder result = new StringBuilder();
+        for (String line : lines(file)) {
+            String[] f = line.split("\t", -1);
+            float[] values = floats(hex(f[2]));
+            long block = Long.parseUnsignedLong(f[1]);
+            int[] indices = new int[values.length];
+            for (int i = 0; i < indices.length; i++) {
+                indices[i] = i;
+            }
+            try {
+                float[] seen = fedgc.wire.Quantize.quantize(values, f[0], block);
+                Payload sparse = new Payload.Sparse(Payload.F32, indices, values, new long[] {values.length});
+                byte[] blob = Codec.encode(Arrays.asList(sparse), Codec.VERSION_V3, f[0], block);
+                result.append(hex(bytes(seen))).append('\t').append(hex(blob)).append('\n');
+            } catch (IllegalArgumentException err) {
+                result.append("error\t").append(err.getMessage()).append('\n');
+            }
+        }
+        write(out, result.toString().getBytes(StandardCharsets.UTF_8));
+        return 0;
     }
 
     static int reject(File file) throws IOException {
