@@ -26,5 +26,16 @@ class RunFolderError(FedgcError, ValueError):
 
 class ChoiceError(FedgcError, ValueError):
     """An argument given a value outside the ones its call documents (``fedgc.table``'s and
-    ``Sweep.table``'s ``fmt``, ``Run.to_pandas``'s ``table``); ``str(err)`` is one line naming the
-    argument, the value and the choices."""
+    ``Sweep.table``'s ``fmt``, ``Run.to_pandas``'s ``table``), or of another kind (``sweep``'s
+    ``jobs``, ``run``'s ``on_round``, the runs given to ``table``, ``report`` and ``plot``); ``str(err)``
+    is one line naming the argument, what it must be and the value."""
+
+
+def expect(ok: bool, argument: str, value: object, what: str) -> None:
+    """``ChoiceError`` (one line naming the argument, what it must be and what it was) unless ``ok``:
+    the check a public call makes of an argument before it uses it."""
+    if not ok:
+        import reprlib
+
+        shown = reprlib.repr(value)  # bounded, whatever the object
+        raise ChoiceError(f"{argument} must be {what}, not {shown if len(shown) <= 60 else shown[:60] + '…'}")

@@ -98,3 +98,29 @@ def test_the_family_s_classes_derive_from_fedgc_error():
     assert all(issubclass(cls, fedgc.FedgcError) for cls in family)
     assert ClaimError is fedgc.RunFolderError  # one class for a folder fedgc cannot use or read
     assert all(issubclass(cls, ValueError) for cls in family if cls is not FetchError)
+
+
+BAD_ARGUMENTS = {
+    "sweep, jobs=0": (lambda: fedgc.sweep("quickstart", {"rounds": [1]}, jobs=0), "jobs must be a whole number ≥ 1, not 0"),
+    "sweep, jobs='2'": (lambda: fedgc.sweep("quickstart", {"rounds": [1]}, jobs="2"), "jobs must be a whole number"),
+    "sweep, a grid of pairs": (lambda: fedgc.sweep("quickstart", [("rounds", [1])]), "grid must be a dict of dotted keys"),
+    "sweep, a grid value not a list": (lambda: fedgc.sweep("quickstart", {"rounds": 1}), "grid must be a dict"),
+    "run, on_round=5": (lambda: fedgc.run("quickstart", on_round=5), "on_round must be a function"),
+    "report(5)": (lambda: fedgc.report(5), "report's runs must be a list of runs or run folders"),
+    "report of one folder's path": (lambda: fedgc.report("runs/a"), "report's runs must be a list"),
+    "table([1, 2])": (lambda: fedgc.table([1, 2]), "table's runs must be a list of fedgc.Run"),
+    "plot into a file": (lambda: fedgc.plot([], __file__), "out must be a folder's path"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ARGUMENTS))
+def test_a_public_call_refuses_an_argument_of_the_wrong_kind_in_one_line_before_it_runs(case):
+    """Python objects given to the API are input too: a wrong kind is one ``ChoiceError`` line (a
+    ``FedgcError``) naming the argument and what it must be, raised before anything runs — never a
+    ``TypeError`` or ``AttributeError`` from inside fedgc, nor (jobs=0) a sweep that runs anyway."""
+    from fedgc.errors import ChoiceError
+
+    call, start = BAD_ARGUMENTS[case]
+    with pytest.raises(ChoiceError) as caught:
+        call()
+    assert str(caught.value).startswith(start) and "\n" not in str(caught.value)

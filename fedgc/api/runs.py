@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from fedgc.core.observe import CallbackObserver, Recorder, RoundObserver
-from fedgc.errors import ChoiceError
+from fedgc.errors import ChoiceError, expect
 from fedgc.runs.metrics import ClientRecord, MetricsFileError, RoundRecord, Summary, read_jsonl
 from fedgc.scenario.model import Scenario, ScenarioError, dump_scenario, validate
 
@@ -120,6 +120,7 @@ def run(scenario: Scenario | dict | str | Path, out: str | Path | None = None, *
     results in memory. ``on_round(record)`` is called after each attempt of a round (on ``engine:
     flower`` the runtime runs elsewhere: the calls come when the run ends). ``quiet=False`` shows
     the progress line. Invalid input raises ``ScenarioError`` (one line)."""
+    expect(on_round is None or callable(on_round), "on_round", on_round, "a function of a RoundRecord, or None")
     scenario = as_scenario(scenario)
     observers = [CallbackObserver(on_round)] if on_round is not None else []
     if out is None:

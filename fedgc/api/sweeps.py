@@ -11,7 +11,7 @@ from typing import Any
 
 from fedgc.api.runs import Run, as_scenario, load_run, runs_in
 from fedgc.bounded import write_whole
-from fedgc.errors import ChoiceError
+from fedgc.errors import ChoiceError, expect
 from fedgc.reports.table import GroupRow, RunResult, group_runs, render
 from fedgc.scenario.model import Scenario
 
@@ -45,7 +45,13 @@ def table(runs: Sequence[Run], fmt: str = "md") -> str:
     (mean ± sample std, n shown); ``fmt`` ``md``, ``csv`` or ``json``."""
     if fmt not in ("md", "csv", "json"):
         raise ChoiceError(f"fmt must be md, csv or json, not {str(fmt)[:40]!r}")
+    _expect_runs(runs, "table")
     return render(table_rows(runs), fmt)
+
+
+def _expect_runs(runs: object, call: str) -> None:
+    expect(isinstance(runs, Sequence) and not isinstance(runs, str) and all(isinstance(r, Run) for r in runs),
+           f"{call}'s runs", runs, "a list of fedgc.Run (fedgc.run, fedgc.load_run)")
 
 
 def table_rows(runs: Sequence[Run]) -> list[GroupRow]:
@@ -60,8 +66,13 @@ def report(runs: Iterable[Run | str | Path], out: str | Path | None = None, fmt:
     with ``out``, also writes ``report.<fmt>`` and the overlay plots there, as ``fedgc report --out``."""
     from fedgc.reports.run_reports import run_folders
 
+    expect(isinstance(runs, Iterable) and not isinstance(runs, (str, Path)), "report's runs", runs,
+           "a list of runs or run folders (a folder alone goes in a list: [folder])")
+    expect(fmt in ("md", "csv", "json"), "fmt", fmt, "md, csv or json")
+    expect(out is None or not Path(out).exists() or Path(out).is_dir(), "out", out, "a folder (this is a file)")
     loaded: list[Run] = []
     for item in runs:
+        expect(isinstance(item, (Run, str, Path)), "report's runs", item, "a fedgc.Run or a run folder's path")
         if isinstance(item, Run):
             loaded.append(item)
         else:
@@ -80,6 +91,9 @@ def plot(runs: Sequence[Run], out: str | Path) -> list[Path]:
     from fedgc.reports.plots import accuracy_points, plot_comparison
     from fedgc.reports.plots.overlays import mean_series
 
+    _expect_runs(runs, "plot")
+    expect(isinstance(out, (str, Path)) and (not Path(out).exists() or Path(out).is_dir()), "out", out,
+           "a folder's path (a new or existing folder, not a file)")
     results = [_result(r, label) for r, label in zip(runs, _labels(runs))]
     groups = group_runs(results)
     rows = table_rows(runs)
@@ -125,6 +139,12 @@ def sweep(scenario: Scenario | dict | str | Path, grid: Mapping[str, Sequence[An
     from fedgc.sweeps.plan import SweepAxis, SweepError
     from fedgc.sweeps.runner import run_sweep
 
+    expect(isinstance(jobs, int) and not isinstance(jobs, bool) and jobs >= 1, "jobs", jobs, "a whole number ≥ 1")
+    expect(grid is None or (isinstance(grid, Mapping) and all(
+        isinstance(k, str) and isinstance(v, Sequence) and not isinstance(v, str) for k, v in grid.items())),
+        "grid", grid, "a dict of dotted keys to lists of values ({'compression.density': [0.1, 0.01]})")
+    expect(seeds is None or (isinstance(seeds, Sequence) and not isinstance(seeds, str)), "seeds", seeds,
+           "a list of seeds")
     base = as_scenario(scenario)
     axes = [SweepAxis.of(key, list(values)) for key, values in (grid or {}).items()]
     if seeds is not None:
