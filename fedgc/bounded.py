@@ -12,7 +12,9 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 MiB = 1024 * 1024
 SCENARIO_MAX_BYTES = 1 * MiB  # a scenario or sweep plan; the shipped ones are under 4 KiB
@@ -63,7 +65,7 @@ def read_text(path: str | Path, what: str, limit: int, encoding: str = "utf-8") 
 
 
 @contextlib.contextmanager
-def writing(path: str | Path):
+def writing(path: str | Path) -> Iterator[None]:
     """Errors while writing ``path`` (a full disk: ``ENOSPC``, or PyTorch's ``RuntimeError`` for a short
     write) become one ``OSError`` line naming the file, with the OS's reason ("No space left on
     device") where PyTorch's error hides one (``os_error_behind``), never PyTorch's internal text."""
@@ -75,7 +77,7 @@ def writing(path: str | Path):
         raise OSError(err.errno, err.strerror or str(err).splitlines()[0], str(path)) from None
     except RuntimeError as err:
         behind = os_error_behind(err)
-        if behind is not None:  # PyTorch's writer failed on a write of ours: the OS's own reason
+        if behind is not None and behind.errno:  # PyTorch's writer failed on a write of ours: the OS's own reason
             raise OSError(behind.errno, os.strerror(behind.errno), str(path)) from None
         first = str(err).splitlines()[0][:120] if str(err) else type(err).__name__
         raise OSError(errno.EIO, f"write failed, is the disk full? ({first})", str(path)) from None
@@ -85,13 +87,14 @@ def os_error_behind(err: BaseException) -> OSError | None:
     """The ``OSError`` (with an errno) that ``err`` was raised while handling, if any: ``torch.save``
     into a file object turns the file's ``ENOSPC`` into a ``RuntimeError`` of its own internal text
     ("unexpected pos ...", "PytorchStreamWriter failed writing file ..."), the ``OSError`` its context."""
-    seen = err
+    link = err
     for _ in range(8):  # a chain is a few links long; never follow a cycle
-        seen = seen.__cause__ or seen.__context__
-        if seen is None:
+        behind = link.__cause__ or link.__context__
+        if behind is None:
             return None
-        if isinstance(seen, OSError) and seen.errno:
-            return seen
+        if isinstance(behind, OSError) and behind.errno:
+            return behind
+        link = behind
     return None
 
 
@@ -100,7 +103,7 @@ _OPEN_FLAGS = {"w": os.O_WRONLY | os.O_CREAT, "a": os.O_WRONLY | os.O_CREAT | os
                "w+": os.O_RDWR | os.O_CREAT}
 
 
-def open_no_follow(path: str | Path, mode: str = "w", encoding: str | None = "utf-8"):
+def open_no_follow(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Any:  # open()'s object for mode
     """``open(path, mode)`` (``w``, ``a``, ``w+``, each also binary) of a file fedgc writes, never
     through a link: a symbolic link at ``path`` (``O_NOFOLLOW``), a file with a second hard link, or
     anything but a regular file (a FIFO, a device) is refused with an ``OSError`` naming ``path``,

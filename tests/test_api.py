@@ -150,7 +150,7 @@ PUBLIC = {
     "TernaryPayload": "(trits: torch.Tensor, scale: float, shape: tuple[int, ...]) -> None",
     "UserData": "(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, "
                 "num_classes: int | None = None, groups: np.ndarray | None = None) -> None",
-    "baseline": "(scenario: Scenario | dict | str | Path, out: str | Path | None = None, *, overwrite: bool = False, "
+    "baseline": "(scenario: Scenario | dict[str, Any] | str | Path, out: str | Path | None = None, *, overwrite: bool = False, "
                 "quiet: bool = True) -> Comparison",
     "load_run": "(path: str | Path) -> Run",
     "load_sweep": "(path: str | Path) -> Sweep",
@@ -163,9 +163,9 @@ PUBLIC = {
     "register_server_optimizer": "(cls: type, name: str | None = None, *, replace: bool = False) -> None",
     "registered": "() -> list[PluginInfo]",
     "report": "(runs: Iterable[Run | str | Path], out: str | Path | None = None, fmt: str = md) -> str",
-    "run": "(scenario: Scenario | dict | str | Path, out: str | Path | None = None, *, overwrite: bool = False, "
+    "run": "(scenario: Scenario | dict[str, Any] | str | Path, out: str | Path | None = None, *, overwrite: bool = False, "
            "on_round: Callable[[RoundRecord], object] | None = None, quiet: bool = True) -> Run",
-    "sweep": "(scenario: Scenario | dict | str | Path, grid: Mapping[str, Sequence[Any]] | None = None, *, "
+    "sweep": "(scenario: Scenario | dict[str, Any] | str | Path, grid: Mapping[str, Sequence[Any]] | None = None, *, "
              "seeds: Sequence[int] | None = None, out: str | Path | None = None, overwrite: bool = False, "
              "jobs: int = 1, quiet: bool = True) -> Sweep",
     "table": "(runs: Sequence[Run], fmt: str = md) -> str",
@@ -191,7 +191,7 @@ MEMBERS = {
         "Options": "class NoOptions",
         "aggregate": "method (self, updates: list[AcceptedUpdate], shapes: dict[str, tuple[int, ...]], "
             "device: torch.device) -> dict[str, torch.Tensor]",
-        "from_strategy": "classmethod (strategy) -> Aggregator",
+        "from_strategy": "classmethod (strategy: AggregationSettings) -> Aggregator",
         "weighted": "attribute = True",
     },
     "ClientRecord": {
@@ -349,9 +349,9 @@ MEMBERS = {
     "ServerOptimizer": {
         "Options": "class NoOptions",
         "direction": "method (self, name: str, delta: torch.Tensor) -> torch.Tensor",
-        "from_strategy": "classmethod (strategy) -> ServerOptimizer",
-        "load_state_dict": "method (self, state: dict) -> None",
-        "state_dict": "method (self) -> dict",
+        "from_strategy": "classmethod (strategy: StrategySettings) -> ServerOptimizer",
+        "load_state_dict": "method (self, state: dict[str, Any]) -> None",
+        "state_dict": "method (self) -> dict[str, Any]",
         "step": "method (self, weights: dict[str, torch.Tensor], delta: dict[str, torch.Tensor]) -> dict[str, "
             "torch.Tensor]",
     },

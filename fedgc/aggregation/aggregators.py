@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar, Protocol
 
 import torch
 from pydantic import BaseModel
@@ -24,6 +24,16 @@ from fedgc.compress.payloads import Payload, decompress
 from fedgc.plugins.options import NoOptions
 
 ROBUST_MIN_UPDATES = 3  # an unweighted (robust) rule needs this many updates; fewer: the weighted mean
+
+
+class AggregationSettings(Protocol):
+    """What a rule reads of the scenario's ``strategy`` section (``StrategyConfig``, whose module imports
+    this one: a structural type, not an import, so that no import circle forms)."""
+
+    @property
+    def trim_fraction(self) -> float: ...
+    @property
+    def aggregation_options(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -52,7 +62,7 @@ class Aggregator(ABC):
     Options: ClassVar[type[BaseModel]] = NoOptions
 
     @classmethod
-    def from_strategy(cls, strategy) -> Aggregator:
+    def from_strategy(cls, strategy: AggregationSettings) -> Aggregator:
         return cls(**cls.Options.model_validate(strategy.aggregation_options).model_dump())
 
     @abstractmethod
@@ -66,7 +76,8 @@ class Mean(Aggregator):
 
     name = "mean"
 
-    def aggregate(self, updates, shapes, device):
+    def aggregate(self, updates: list[AcceptedUpdate], shapes: dict[str, tuple[int, ...]],
+                  device: torch.device) -> dict[str, torch.Tensor]:
         return aggregate_payloads([(u.share, u.payloads) for u in updates], shapes, [u.scale for u in updates], device)
 
 
@@ -76,7 +87,8 @@ class Median(Aggregator):
     name = "median"
     weighted = False
 
-    def aggregate(self, updates, shapes, device):
+    def aggregate(self, updates: list[AcceptedUpdate], shapes: dict[str, tuple[int, ...]],
+                  device: torch.device) -> dict[str, torch.Tensor]:
         return coordinate_wise([u.payloads for u in updates], shapes, [u.scale for u in updates], "median",
                                device=device)
 
@@ -93,10 +105,11 @@ class TrimmedMean(Aggregator):
         self.trim_fraction = trim_fraction
 
     @classmethod
-    def from_strategy(cls, strategy) -> Aggregator:
+    def from_strategy(cls, strategy: AggregationSettings) -> Aggregator:
         return cls(strategy.trim_fraction)
 
-    def aggregate(self, updates, shapes, device):
+    def aggregate(self, updates: list[AcceptedUpdate], shapes: dict[str, tuple[int, ...]],
+                  device: torch.device) -> dict[str, torch.Tensor]:
         return coordinate_wise([u.payloads for u in updates], shapes, [u.scale for u in updates], "trimmed_mean",
                                self.trim_fraction, device)
 

@@ -10,12 +10,30 @@ Its state (``buffers``) is checkpointed with the run.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from typing import Any, ClassVar, Protocol
 
 import torch
 from pydantic import BaseModel
 
 from fedgc.plugins.options import NoOptions
+
+
+class StrategySettings(Protocol):
+    """What a server optimizer reads of the scenario's ``strategy`` section (``StrategyConfig``, whose
+    module imports this one: a structural type, not an import, so that no import circle forms)."""
+
+    @property
+    def server_lr(self) -> float: ...
+    @property
+    def server_momentum(self) -> float: ...
+    @property
+    def adam_beta1(self) -> float: ...
+    @property
+    def adam_beta2(self) -> float: ...
+    @property
+    def adam_tau(self) -> float: ...
+    @property
+    def server_optimizer_options(self) -> dict[str, Any]: ...
 
 
 class ServerOptimizer(ABC):
@@ -34,7 +52,7 @@ class ServerOptimizer(ABC):
         self.buffers: dict[str, torch.Tensor] = {}
 
     @classmethod
-    def from_strategy(cls, strategy) -> ServerOptimizer:
+    def from_strategy(cls, strategy: StrategySettings) -> ServerOptimizer:
         options = cls.Options.model_validate(strategy.server_optimizer_options).model_dump()
         return cls(lr=strategy.server_lr, **options)
 
@@ -42,10 +60,10 @@ class ServerOptimizer(ABC):
     def direction(self, name: str, delta: torch.Tensor) -> torch.Tensor:
         """What the parameter ``name`` moves by (subtracted), given the round's aggregate ``delta``."""
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
         return {"buffers": {name: buffer.cpu() for name, buffer in self.buffers.items()}}  # a checkpoint holds host tensors
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         self.buffers = dict(state["buffers"])
 
     def step(self, weights: dict[str, torch.Tensor], delta: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -77,7 +95,7 @@ class Momentum(ServerOptimizer):
         self.momentum = momentum
 
     @classmethod
-    def from_strategy(cls, strategy) -> ServerOptimizer:
+    def from_strategy(cls, strategy: StrategySettings) -> ServerOptimizer:
         return cls(lr=strategy.server_lr, momentum=strategy.server_momentum)
 
     def direction(self, name: str, delta: torch.Tensor) -> torch.Tensor:
@@ -97,7 +115,7 @@ class Adam(ServerOptimizer):
         self.beta1, self.beta2, self.tau = beta1, beta2, tau
 
     @classmethod
-    def from_strategy(cls, strategy) -> ServerOptimizer:
+    def from_strategy(cls, strategy: StrategySettings) -> ServerOptimizer:
         return cls(lr=strategy.server_lr, beta1=strategy.adam_beta1, beta2=strategy.adam_beta2, tau=strategy.adam_tau)
 
     def direction(self, name: str, delta: torch.Tensor) -> torch.Tensor:

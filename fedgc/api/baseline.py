@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from fedgc.api.runs import Run, as_scenario, load_run, runs_in
 from fedgc.scenario.model import Scenario
+
+if TYPE_CHECKING:
+    from fedgc.reports.compare import Compared
 
 
 @dataclass
@@ -21,7 +25,7 @@ class Comparison:
     runs: list[Run]
     out_dir: Path | None = None
 
-    def _compared(self) -> list:
+    def _compared(self) -> list[Compared]:
         from fedgc.reports.compare import Compared, Variant
 
         return [Compared(Variant(r.label, r.out_dir.name if r.out_dir is not None else r.label, r.scenario),
@@ -41,7 +45,7 @@ class Comparison:
         return reading(self._compared())
 
 
-def baseline(scenario: Scenario | dict | str | Path, out: str | Path | None = None, *, overwrite: bool = False,
+def baseline(scenario: Scenario | dict[str, Any] | str | Path, out: str | Path | None = None, *, overwrite: bool = False,
              quiet: bool = True) -> Comparison:
     """Run ``scenario`` beside dense FedAvg and beside itself with both directions compressed (top-k
     downloads at density 0.1), as ``fedgc run SCENARIO --baseline``. ``out``: the comparison folder
@@ -57,9 +61,10 @@ def baseline(scenario: Scenario | dict | str | Path, out: str | Path | None = No
         with claim_folder(out_dir, overwrite=overwrite):
             results = run_comparison(base, out_dir, quiet=quiet)
             write_comparison(results, out_dir)
-        runs = [load_run(r.out_dir) for r in results]
+        # run into a folder, each variant has its own (Compared.out_dir is None only without one)
+        runs = [load_run(cast(Path, r.out_dir)) for r in results]
         for r in runs:
-            r.label = labels[r.out_dir.name]
+            r.label = labels[cast(Path, r.out_dir).name]  # load_run's Run holds its folder
         return runs
 
     return Comparison(*runs_in(out, "comparison", run_into))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,8 @@ from torch import nn
 from fedgc.core.observe import CallbackObserver, Recorder, RoundObserver
 from fedgc.errors import ChoiceError, expect
 from fedgc.runs.metrics import ClientRecord, MetricsFileError, RoundRecord, Summary, read_jsonl
-from fedgc.scenario.model import Scenario, ScenarioError, dump_scenario, validate
+from fedgc.scenario.errors import ScenarioError
+from fedgc.scenario.model import Scenario, dump_scenario, validate
 
 MODEL_FILE_MAX_BYTES = 4 * 1024**3  # model.pt of the largest model fedgc builds (2^28 fp32 parameters) and more
 
@@ -60,14 +61,14 @@ class Run:
         if table not in ("rounds", "clients"):
             raise ChoiceError(f"table must be 'rounds' or 'clients', not {str(table)[:40]!r}")
         try:
-            import pandas
+            import pandas  # type: ignore[import-untyped]  # pandas-stubs not installed
         except ImportError:
             raise ImportError("Run.to_pandas needs pandas, which is not installed: pip install pandas") from None
         records = self.rounds if table == "rounds" else self.clients
         return pandas.DataFrame([asdict(r) for r in records])
 
 
-def as_scenario(scenario: Scenario | dict | str | Path) -> Scenario:
+def as_scenario(scenario: Scenario | dict[str, Any] | str | Path) -> Scenario:
     """A ``Scenario`` from a scenario, a dict of scenario keys or the path of a YAML file, its plugins
     imported (one read by ``load_run`` is validated again, its plugins now imported and checked)."""
     if isinstance(scenario, Scenario):
@@ -92,7 +93,7 @@ def as_scenario(scenario: Scenario | dict | str | Path) -> Scenario:
 
 
 def run_in_folder(scenario: Scenario, out_dir: Path | None, *, quiet: bool = True, resume: bool = False,
-                  observers: list[RoundObserver] = ()) -> Run:
+                  observers: Sequence[RoundObserver] = ()) -> Run:
     """Run ``scenario`` on its engine into ``out_dir`` (a claimed run folder holding its scenario.yaml,
     or None for no files) and return what it produced."""
     from fedgc.runs.engines import run_scenario
@@ -111,7 +112,7 @@ def run_in_folder(scenario: Scenario, out_dir: Path | None, *, quiet: bool = Tru
     return run
 
 
-def run(scenario: Scenario | dict | str | Path, out: str | Path | None = None, *, overwrite: bool = False,
+def run(scenario: Scenario | dict[str, Any] | str | Path, out: str | Path | None = None, *, overwrite: bool = False,
         on_round: Callable[[RoundRecord], object] | None = None, quiet: bool = True) -> Run:
     """Run a scenario in this process and return the ``Run``.
 
@@ -134,7 +135,7 @@ def run(scenario: Scenario | dict | str | Path, out: str | Path | None = None, *
 
 
 def _run_claimed(scenario: Scenario, out_dir: Path, *, overwrite: bool, quiet: bool,
-                 observers: list[RoundObserver]) -> Run:
+                 observers: Sequence[RoundObserver]) -> Run:
     from fedgc.bounded import write_whole, writing
     from fedgc.runs.folder import claim_folder
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from fedgc.api.runs import Run, as_scenario, load_run, runs_in
 from fedgc.bounded import write_whole
@@ -30,7 +30,7 @@ def _labels(runs: Sequence[Run]) -> list[str]:
     from fedgc.reports.run_reports import unique_labels
 
     if all(r.out_dir is not None for r in runs):
-        return unique_labels([r.out_dir for r in runs])
+        return unique_labels(cast("list[Path]", [r.out_dir for r in runs]))  # every out_dir is a Path (above)
     labels = [r.label or r.scenario.name for r in runs]
     seen: dict[str, int] = {}
     numbered = []
@@ -121,14 +121,14 @@ class Sweep:
         from dataclasses import asdict
 
         try:
-            import pandas
+            import pandas  # type: ignore[import-untyped]  # pandas-stubs not installed
         except ImportError:
             raise ImportError("Sweep.to_pandas needs pandas, which is not installed: pip install pandas") from None
         return pandas.DataFrame([{"name": r.scenario.name, "seed": r.scenario.seed,
                                   "compressor": r.scenario.compression.name, **asdict(r.summary)} for r in self.runs])
 
 
-def sweep(scenario: Scenario | dict | str | Path, grid: Mapping[str, Sequence[Any]] | None = None, *,
+def sweep(scenario: Scenario | dict[str, Any] | str | Path, grid: Mapping[str, Sequence[Any]] | None = None, *,
           seeds: Sequence[int] | None = None, out: str | Path | None = None, overwrite: bool = False,
           jobs: int = 1, quiet: bool = True) -> Sweep:
     """Run every combination of ``grid``'s values (``{dotted key: [values]}``, the keys ``--sweep``

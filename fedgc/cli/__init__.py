@@ -21,7 +21,7 @@ USAGE = __doc__.split("\n\n")[1].rstrip() + "\n"
 COMMANDS = ("run", "check", "report", "fetch", "export-data", "submit", "plugins", "scenarios")
 
 
-def _run(argv):
+def _run(argv: "list[str]") -> int:
     from fedgc.cli.run import main
     return main(argv)
 
@@ -34,37 +34,37 @@ def _own_process() -> None:
     adopt_orphans()
 
 
-def _check(argv):
+def _check(argv: "list[str]") -> int:
     from fedgc.cli.check import main
     return main(argv)
 
 
-def _report(argv):
+def _report(argv: "list[str]") -> int:
     from fedgc.reports.run_reports import main
     return main(argv)
 
 
-def _fetch(argv):
+def _fetch(argv: "list[str]") -> int:
     from fedgc.fetch import main
     return main(argv)
 
 
-def _export_data(argv):
+def _export_data(argv: "list[str]") -> int:
     from fedgc.cli.export_data import main
     return main(argv)
 
 
-def _submit(argv):
+def _submit(argv: "list[str]") -> int:
     from fedgc.cli.submit import main
     return main(argv)
 
 
-def _plugins(argv):
+def _plugins(argv: "list[str]") -> int:
     from fedgc.plugins.registry import main
     return main(argv)
 
 
-def _scenarios(argv):
+def _scenarios(argv: "list[str]") -> int:
     from fedgc.scenario.builtin import main
     return main(argv)
 
@@ -73,7 +73,7 @@ DISPATCH = {"run": _run, "check": _check, "report": _report, "fetch": _fetch, "e
             "submit": _submit, "plugins": _plugins, "scenarios": _scenarios}
 
 
-def main(argv=None):
+def main(argv: "list[str] | None" = None) -> int:  # quoted: old Pythons import this module (above)
     if sys.version_info < MIN_PYTHON:
         found = ".".join(map(str, sys.version_info[:3]))
         sys.stderr.write(f"fedgc: needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer (this is Python {found})\n")

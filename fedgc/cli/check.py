@@ -49,7 +49,8 @@ def main(argv: list[str]) -> int:
         extra = [*(f"--set={o}" for o in args.overrides), *(f"--sweep={s}" for s in args.sweeps),
                  *([f"--seeds={args.seeds}"] if args.seeds is not None else [])]
         return simulate([args.scenario, *extra, "--check"])
-    from fedgc.scenario.model import ScenarioError, load_scenario
+    from fedgc.scenario.errors import ScenarioError
+    from fedgc.scenario.model import load_scenario
 
     try:
         scenario = load_scenario(Path(args.scenario), args.overrides, imports=False)

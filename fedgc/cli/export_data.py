@@ -15,12 +15,14 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from fedgc.core.parts import federated_data
 from fedgc.data.base import DataFileError
 from fedgc.data.device_files import save_device_data
 from fedgc.runs.engines import EXIT_INVALID
-from fedgc.scenario.model import ScenarioError, load_scenario
+from fedgc.scenario.errors import ScenarioError
+from fedgc.scenario.model import load_scenario
 
 
 def _take_folder(out: Path, overwrite: bool) -> None:
@@ -42,7 +44,7 @@ def _take_folder(out: Path, overwrite: bool) -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
         self.exit(EXIT_INVALID, f"error: {message}\n")
 
 

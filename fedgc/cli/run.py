@@ -19,6 +19,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 from shlex import quote
+from typing import Any, cast
 
 from fedgc.bounded import write_whole, writing
 from fedgc.core.stop import INTERRUPTED
@@ -26,7 +27,8 @@ from fedgc.invocation import as_invoked, seconds_since_start
 from fedgc.reports.compare import human_summary
 from fedgc.runs.engines import EXIT_DIVERGED, EXIT_INVALID
 from fedgc.runs.folder import claim_folder, lock_existing, new_run_folder
-from fedgc.scenario.model import ScenarioError, dump_scenario, load_scenario
+from fedgc.scenario.errors import ScenarioError
+from fedgc.scenario.model import Scenario, dump_scenario, load_scenario
 from fedgc.sweeps.jobs import default_jobs, parse_jobs
 
 __all__ = ["EXIT_DIVERGED", "EXIT_INVALID", "main"]
@@ -182,7 +184,7 @@ def refuse_resume_unimported(out_dir: Path) -> None:
         checkpoint.resumable(out_dir, scenario)
         return
     _, record = checkpoint.load(out_dir)
-    saved = record.get("fields") if isinstance(record.get("fields"), dict) else {}
+    saved = cast("dict[str, Any]", record.get("fields") if isinstance(record.get("fields"), dict) else {})  # a dict
     changed = [f"{section}.{key}" for section, key, _ in PLUGIN_KEYS
                if saved.get(f"{section}.{key}", "<absent>") != getattr(getattr(scenario, section), key)]
     if changed:
@@ -190,7 +192,7 @@ def refuse_resume_unimported(out_dir: Path) -> None:
                                          f"checkpoint in {', '.join(changed)}; start a new run to change it")
 
 
-def _compare(scenario, out_dir: Path, args: argparse.Namespace) -> int:
+def _compare(scenario: Scenario, out_dir: Path, args: argparse.Namespace) -> int:
     """``--baseline``: the scenario and its baselines into ``out_dir``, then the table (fedgc.reports.compare)."""
     from fedgc.reports.compare import comparison_table, reading, run_comparison, write_comparison
 
@@ -200,7 +202,7 @@ def _compare(scenario, out_dir: Path, args: argparse.Namespace) -> int:
         from fedgc.reports.tensorboard import write_events
 
         for result in results:
-            write_events(result.out_dir)
+            write_events(cast(Path, result.out_dir))  # run into out_dir: each variant has its folder
     if args.json:
         print(json.dumps({r.variant.label: asdict(r.summary) for r in results}, indent=2))
     else:

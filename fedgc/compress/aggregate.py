@@ -49,8 +49,8 @@ def aggregate_payloads(updates: list[tuple[float, dict[str, Payload]]],
     moved there as it is added: a sparse one as its k indices and values, never as a dense copy."""
     device = torch.device("cpu") if device is None else device
     total = {name: torch.zeros(math.prod(shape), dtype=torch.float32, device=device) for name, shape in shapes.items()}
-    votes: dict[str, list] = defaultdict(list)
-    factors: dict[str, list] = defaultdict(list)
+    votes: dict[str, list[tuple[float, VotePayload]]] = defaultdict(list)
+    factors: dict[str, list[tuple[float, LowRankPayload]]] = defaultdict(list)
     for i, (share, payloads) in enumerate(updates):
         scale = 1.0 if scales is None else scales[i]
         weight = share * scale
@@ -69,8 +69,8 @@ def aggregate_payloads(updates: list[tuple[float, dict[str, Payload]]],
                 total[name].add_(decompress(payload, device).flatten(), alpha=weight)
     for name, group in votes.items():
         total[name].add_(majority_vote(group, total[name].numel(), device))
-    for name, group in factors.items():
-        total[name].add_(low_rank_sum(group, device))
+    for name, pairs in factors.items():
+        total[name].add_(low_rank_sum(pairs, device))
     return {name: total[name].reshape(shape) for name, shape in shapes.items()}
 
 

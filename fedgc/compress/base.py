@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from fedgc.compress.payloads import (  # noqa: F401  (re-exported: payload types live in payloads.py)
+from fedgc.compress.payloads import (  # re-exported (__all__): payload types live in payloads.py
     DensePayload,
     HalfPayload,
     LowRankPayload,
@@ -35,6 +35,10 @@ from fedgc.compress.payloads import (  # noqa: F401  (re-exported: payload types
 
 if TYPE_CHECKING:
     from fedgc.compress.memory import Memory
+
+__all__ = ["V3_VALUE_DTYPES", "CompressionContext", "Compressor", "CompressorOptions", "DensePayload", "HalfPayload",
+           "LowRankPayload", "NaturalPayload", "Payload", "QuantizedPayload", "SignPayload", "SparsePayload",
+           "SparseTernaryPayload", "TernaryPayload", "VotePayload", "decompress"]
 
 
 @dataclass
@@ -62,11 +66,11 @@ class CompressorOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    error_feedback: bool = Field(True, description="keep what was not sent and add it to the next update")
+    error_feedback: bool = Field(default=True, description="keep what was not sent and add it to the next update")
     value_dtype: Literal["fp32", "fp16", "int8", "int4", "sign"] = Field(
-        "fp32", description="the sent values' precision: fp32, fp16 (half the bytes); int8, int4 or sign "
-                            "(wire format v3, sparse values only, the rounding kept by error feedback)")
-    dense_small_tensors: bool = Field(True, description="send tensors with dim() <= 1 (biases, norms) dense")
+        default="fp32", description="the sent values' precision: fp32, fp16 (half the bytes); int8, int4 or sign "
+                                    "(wire format v3, sparse values only, the rounding kept by error feedback)")
+    dense_small_tensors: bool = Field(default=True, description="send tensors with dim() <= 1 (biases, norms) dense")
 
 
 class Compressor(ABC):

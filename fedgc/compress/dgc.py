@@ -10,7 +10,7 @@ See docs/dgc.md for the equations of the data-parallel and the federated mode.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 from pydantic import Field
@@ -45,10 +45,12 @@ def indices_at_or_above(flat: torch.Tensor, threshold: float | torch.Tensor) -> 
     mask = torch.empty(flat.numel(), dtype=torch.bool, device=flat.device)
     if isinstance(threshold, torch.Tensor):
         bound = threshold.to(flat.dtype).clamp_min(_SMALLEST[flat.dtype])
-        for chunk, chunk_mask in zip(flat.split(step), mask.split(step)):
+        # torch leaves Tensor.split unannotated (no-untyped-call)
+        for chunk, chunk_mask in zip(flat.split(step), mask.split(step)):  # type: ignore[no-untyped-call]
             torch.ge(chunk.abs(), bound, out=chunk_mask)
         return mask.nonzero().view(-1)
-    for chunk, chunk_mask in zip(flat.split(step), mask.split(step)):
+    # torch leaves Tensor.split unannotated (no-untyped-call)
+    for chunk, chunk_mask in zip(flat.split(step), mask.split(step)):  # type: ignore[no-untyped-call]
         if threshold > 0:
             torch.ge(chunk.abs(), threshold, out=chunk_mask)
         else:
@@ -132,11 +134,13 @@ class DGC(Compressor):
         self.clip_norm = clip_norm
 
     @classmethod
-    def from_config(cls, options: DGCOptions) -> DGC:
+    def from_config(cls, options: CompressorOptions) -> DGC:
+        options = cast(DGCOptions, options)  # always an instance of cls.Options
         return cls(sample_ratio=options.sample_ratio, clip_norm=options.clip_norm)
 
     @classmethod
-    def make_memory(cls, options: DGCOptions) -> DGCMemory:
+    def make_memory(cls, options: CompressorOptions) -> DGCMemory:
+        options = cast(DGCOptions, options)  # always an instance of cls.Options
         return DGCMemory(
             momentum=options.momentum,
             nesterov=options.nesterov,

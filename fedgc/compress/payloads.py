@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
@@ -229,6 +230,6 @@ def decompress(payload: Payload, device: torch.device | None = None) -> torch.Te
 def payload_to(payload: Payload, device: torch.device | str) -> Payload:
     """``payload`` with every tensor on ``device`` (the same object when they all are already)."""
     device = torch.device(device)
-    moved = {name: value.to(device) for name, value in payload.__dict__.items()
-             if isinstance(value, torch.Tensor) and value.device != device}
+    moved: dict[str, Any] = {name: value.to(device) for name, value in payload.__dict__.items()
+                              if isinstance(value, torch.Tensor) and value.device != device}
     return replace(payload, **moved) if moved else payload

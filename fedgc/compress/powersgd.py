@@ -10,6 +10,8 @@ smaller than the tensor it is sent dense.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from pydantic import Field
 
@@ -33,11 +35,13 @@ class PowerSGD(Compressor):
         self.rank, self.factor_dtype = rank, factor_dtype
 
     @classmethod
-    def from_config(cls, options: PowerSGDOptions) -> PowerSGD:
+    def from_config(cls, options: CompressorOptions) -> PowerSGD:
+        options = cast(PowerSGDOptions, options)  # always an instance of cls.Options
         return cls(rank=options.powersgd_rank, factor_dtype=VALUE_DTYPES[options.value_dtype])
 
     @classmethod
-    def make_memory(cls, options: PowerSGDOptions) -> PowerSGDMemory:
+    def make_memory(cls, options: CompressorOptions) -> PowerSGDMemory:
+        options = cast(PowerSGDOptions, options)  # always an instance of cls.Options
         return PowerSGDMemory(error_feedback=options.error_feedback)
 
     def compress(self, tensor: torch.Tensor, name: str, ctx: CompressionContext) -> Payload:

@@ -7,6 +7,8 @@ Levels travel as l + s in bit_length(2s) bits: with s = 15, 5 bits/element + 32/
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from pydantic import Field
 
@@ -30,7 +32,8 @@ class QSGD(Compressor):
         self.levels, self.bucket_size = levels, bucket_size
 
     @classmethod
-    def from_config(cls, options: QSGDOptions) -> QSGD:
+    def from_config(cls, options: CompressorOptions) -> QSGD:
+        options = cast(QSGDOptions, options)  # always an instance of cls.Options
         return cls(levels=options.qsgd_levels, bucket_size=options.qsgd_bucket_size)
 
     def compress(self, tensor: torch.Tensor, name: str, ctx: CompressionContext) -> QuantizedPayload:

@@ -7,6 +7,8 @@ takes the weighted majority vote, as for ``signsgd``.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from pydantic import Field
 
@@ -26,7 +28,8 @@ class Signum(Compressor):
     Options = SignumOptions
 
     @classmethod
-    def make_memory(cls, options: SignumOptions) -> SignumMemory:
+    def make_memory(cls, options: CompressorOptions) -> SignumMemory:
+        options = cast(SignumOptions, options)  # always an instance of cls.Options
         return SignumMemory(beta=options.signum_momentum, error_feedback=options.error_feedback)
 
     def compress(self, tensor: torch.Tensor, name: str, ctx: CompressionContext) -> VotePayload:

@@ -6,6 +6,8 @@ bits varies with the data (an update below τ everywhere costs a few bytes). Use
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from pydantic import Field
 
@@ -27,7 +29,8 @@ class Threshold(Compressor):
         self.threshold = threshold
 
     @classmethod
-    def from_config(cls, options: ThresholdOptions) -> Threshold:
+    def from_config(cls, options: CompressorOptions) -> Threshold:
+        options = cast(ThresholdOptions, options)  # always an instance of cls.Options
         return cls(threshold=options.threshold)
 
     def compress(self, tensor: torch.Tensor, name: str, ctx: CompressionContext) -> SparsePayload:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,10 +39,10 @@ class ArrayDataset:
             self._copies[key] = (torch.from_numpy(self.x).to(device), torch.from_numpy(self.y).to(device))
         return self._copies[key]
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         return {"x": self.x, "y": self.y}  # a copy sent to another process carries no device tensors
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.x, self.y, self._copies = state["x"], state["y"], {}
 
     def subset(self, indices: np.ndarray) -> ArrayDataset:

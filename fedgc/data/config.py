@@ -92,8 +92,10 @@ class DataConfig(BaseModel):
     min_partition_size: int = Field(1, ge=0, description="partition: dirichlet, size_skew; fewest samples a client gets")
     max_train_samples: int | None = Field(None, ge=1, description="use only the first N train samples (quick runs)")
     max_test_samples: int | None = Field(None, ge=1, description="evaluate on only the first N test samples")
-    synthetic: SyntheticConfig = Field(default_factory=SyntheticConfig)
-    huggingface: HuggingFaceConfig = Field(default_factory=HuggingFaceConfig)
+    # ignore[arg-type] below: without the pydantic.mypy plugin, mypy's dataclass_transform takes a positional
+    # Field default (Field(None, ...)) for no default, so it sees SyntheticConfig() missing arguments
+    synthetic: SyntheticConfig = Field(default_factory=SyntheticConfig)  # type: ignore[arg-type]
+    huggingface: HuggingFaceConfig = Field(default_factory=HuggingFaceConfig)  # type: ignore[arg-type]
 
     @field_validator("dataset")
     @classmethod

@@ -118,7 +118,7 @@ def load_hf(dataset: str, options: HuggingFaceConfig) -> CentralDataset:
         if problem:
             raise DataFileError(f"data.dataset {dataset}: {problem}; use an offline dataset, "
                                 "or HF_HUB_OFFLINE=1 for a copy in the Hugging Face cache")
-    from flwr_datasets import FederatedDataset
+    from flwr_datasets import FederatedDataset  # type: ignore[import-untyped]  # flwr-datasets ships no py.typed
 
     try:
         fds = FederatedDataset(dataset=name, subset=options.subset, partitioners={options.train_split: 1},

@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -41,13 +42,13 @@ class LeafSplit:
     """
 
     users: list[str]
-    x: list
-    y: list
+    x: list[Any]
+    y: list[Any]
     groups: np.ndarray  # int64 index into ``users`` per sample
     declared: list[int]  # each user's num_samples as the file states it
 
     def counts(self) -> list[int]:
-        return np.bincount(self.groups, minlength=len(self.users)).tolist()
+        return cast(list[int], np.bincount(self.groups, minlength=len(self.users)).tolist())
 
 
 def read_leaf_split(folder: Path) -> LeafSplit:
@@ -55,8 +56,8 @@ def read_leaf_split(folder: Path) -> LeafSplit:
     if not files:
         raise DataFileError(f"{folder}: no LEAF *.json files")
     users: list[str] = []
-    xs: list = []
-    ys: list = []
+    xs: list[Any] = []
+    ys: list[Any] = []
     groups: list[np.ndarray] = []
     declared_counts: list[int] = []
     for path in files:

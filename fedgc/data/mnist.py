@@ -70,9 +70,9 @@ def load_mnist_dir(root: str | Path) -> CentralDataset:
         raise DataFileError(f"data.root {root}: missing {', '.join(missing)}{fetch_hint(root / missing[0])}")
     arrays = {key: read_idx(path) for key, path in paths.items() if path is not None}
     for split in ("train", "test"):
-        images, labels = arrays[f"{split}_images"], arrays[f"{split}_labels"]
-        if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
-            raise DataFileError(f"data.root {root}: {split} images {images.shape} and labels {labels.shape} "
+        split_images, labels = arrays[f"{split}_images"], arrays[f"{split}_labels"]
+        if split_images.ndim != 3 or labels.ndim != 1 or len(split_images) != len(labels):
+            raise DataFileError(f"data.root {root}: {split} images {split_images.shape} and labels {labels.shape} "
                                 "do not match (expected (n, h, w) and (n,))")
 
     def images(a: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TextIO
 
 from fedgc.fetch.catalog import ABOUT, ITEMS, Entry, entries_for
 from fedgc.fetch.download import FetchError, fetch_entry, is_present
@@ -69,7 +70,7 @@ def _size(entries: list[Entry], root: Path) -> str:
     return f"{total / 1e6:.1f} MB"
 
 
-def fetch(items: list[str], root: Path, mirror: str | None = None, out=None) -> None:
+def fetch(items: list[str], root: Path, mirror: str | None = None, out: TextIO | None = None) -> None:
     """Fetch ``items`` into ``root``, printing what was got and its licence and citation."""
     out = out or sys.stdout
     for item, entries in entries_for(items).items():

@@ -16,7 +16,7 @@ HEADER = "client_index,computation_ms_per_sample,communication_kbps,dl_kbps,ul_k
 
 
 class _NumpyScalarsOnly(pickle.Unpickler):
-    def find_class(self, module: str, name: str):
+    def find_class(self, module: str, name: str) -> object:
         import numpy as np
 
         if (module, name) == ("numpy", "dtype"):

@@ -8,12 +8,17 @@ import os
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO, TYPE_CHECKING
 from urllib.parse import quote
 
 from fedgc.errors import FedgcError
 from fedgc.fetch.catalog import Entry
 from fedgc.fetch.derive import DERIVE
+
+if TYPE_CHECKING:
+    from _hashlib import HASH  # what hashlib.new returns (hashlib's own name for it is private)
 
 CHUNK = 1 << 20
 TIMEOUT_S = 60
@@ -52,7 +57,7 @@ def urls_for(entry: Entry, mirror: str | None) -> list[str]:
     return list(entry.urls)
 
 
-def _write_checked(entry: Entry, target: Path, fill) -> None:
+def _write_checked(entry: Entry, target: Path, fill: Callable[[IO[bytes], HASH], None]) -> None:
     """Write through ``fill`` into a temporary file next to ``target``; rename it only if the checksum matches."""
     handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed below, removed unless renamed
         dir=target.parent, prefix=f".{target.name}.", suffix=".part", delete=False)
@@ -73,7 +78,7 @@ def _write_checked(entry: Entry, target: Path, fill) -> None:
 def _download(entry: Entry, url: str, target: Path) -> None:
     request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
 
-    def fill(handle, h) -> None:
+    def fill(handle: IO[bytes], h: HASH) -> None:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
             for block in iter(lambda: response.read(CHUNK), b""):
                 h.update(block)
@@ -88,7 +93,7 @@ def fetch_entry(entry: Entry, root: Path, mirror: str | None) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     source = entry.derived_from
     if source is not None:
-        def fill(handle, h) -> None:
+        def fill(handle: IO[bytes], h: HASH) -> None:
             data = DERIVE[entry.path](root / source)
             h.update(data)
             handle.write(data)

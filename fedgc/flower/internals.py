@@ -10,6 +10,7 @@ the installed flwr, so a Flower upgrade that renames one fails here, in one line
 from __future__ import annotations
 
 from flwr.app import ArrayRecord, Metadata
+from flwr.supercore.inflatable.inflatable_object import InflatableObject
 
 TESTED = "1.41–1.42"  # the flwr versions these were read from (pyproject.toml pins flwr>=1.41,<2)
 
@@ -28,8 +29,9 @@ def set_src_node_id(metadata: Metadata, node_id: int) -> None:
     metadata.__dict__["_src_node_id"] = node_id
 
 
-def cached_object_id(record: ArrayRecord) -> str | None:
-    """The object id Flower computed for ``record``, if it computed one (None otherwise)."""
+def cached_object_id(record: InflatableObject) -> str | None:
+    """The object id Flower computed for ``record`` (an ``ArrayRecord``, a ``ConfigRecord``...), if it
+    computed one (None otherwise)."""
     value = record.__dict__.get("_object_id")
     return value if isinstance(value, str) else None
 

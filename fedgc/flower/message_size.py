@@ -51,7 +51,7 @@ _subtrees: OrderedDict[str, _Subtree] = OrderedDict()
 # they were computed from: the same record object in every message of a round (the strategy's
 # client-config, tens of values) is deflated and hashed once, not twice a message.
 MAX_CACHED_CONFIGS = 64
-_configs: OrderedDict[str, tuple[tuple, bytes]] = OrderedDict()
+_configs: OrderedDict[str, tuple[tuple[object, ...], bytes]] = OrderedDict()
 _DOUBLE = struct.Struct("<d")
 
 
@@ -65,7 +65,7 @@ def _exactly(value: object) -> object:
     return type(value), value
 
 
-def _content(record: ConfigRecord) -> tuple:
+def _content(record: ConfigRecord) -> tuple[object, ...]:
     return tuple((key, _exactly(value)) for key, value in record.items())
 
 
@@ -104,9 +104,11 @@ def _deflate(message: Message) -> tuple[str, dict[str, bytes], list[_Subtree]]:
             return
         if isinstance(obj, ConfigRecord):
             content = _content(obj)
-            known = cached_object_id(obj)  # set when Flower last computed its id (the content may differ now)
+            # The id Flower kept when it last computed it (the content may differ now); the same internal
+            # as an ArrayRecord's (fedgc.flower.internals, typed there for ArrayRecord).
+            known = cached_object_id(obj)
             seen = _configs.get(known) if known is not None else None
-            if seen is not None and seen[0] == content:
+            if known is not None and seen is not None and seen[0] == content:
                 _configs.move_to_end(known)
                 contents[known] = seen[1]
                 _computed_ids().add(known)  # its parent's header lists it by id: known, not hashed again

@@ -9,11 +9,11 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, cast
 
 import torch
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from torch import nn
 
 from fedgc.models.cnn import McMahanCNN, SmallCNN
@@ -32,7 +32,7 @@ MODELS: dict[str, type[nn.Module]] = {
 }
 
 
-def _unknown_key(options: type, values: Any) -> str | None:
+def _unknown_key(options: type[BaseModel], values: Any) -> str | None:
     """``KEY: unknown key (did you mean `hidden`?)`` for the first key of ``values`` that the options model
     declares neither as a field nor as an alias (a plugin's plain pydantic model would ignore it: a typo
     would run with the default); the hint is the closest key, as the scenario's errors give it
@@ -49,15 +49,21 @@ def _unknown_key(options: type, values: Any) -> str | None:
     return None
 
 
+def _options_of(name: str) -> type[BaseModel]:
+    """``MODELS[name].Options``: every entry has one (a class here, or the builder
+    ``fedgc.plugins.registry`` registers), though ``nn.Module``, the entries' declared type, does not."""
+    return cast("type[BaseModel]", cast(Any, MODELS[name]).Options)
+
+
 def validate_model_options(name: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
     """The options for model ``name``, defaults filled in; ``ValueError`` in one line naming the key."""
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
-    problem = _unknown_key(MODELS[name].Options, options or {})  # whatever the Options' own extra= says
+    problem = _unknown_key(_options_of(name), options or {})  # whatever the Options' own extra= says
     if problem is not None:
         raise ValueError(f"options.{problem} (model {name})")
     try:
-        return MODELS[name].Options(**dict(options or {})).model_dump()
+        return _options_of(name)(**dict(options or {})).model_dump()
     except ValidationError as err:
         first = err.errors()[0]
         key = ".".join(str(p) for p in first["loc"]) or "options"
@@ -104,7 +110,8 @@ def _meta_build(name: str, input_shape: tuple[int, ...], num_classes: int, optio
     return _META_BUILDS[key]
 
 
-_META_BUILDS: dict[tuple, tuple[int, tuple[tuple[str, str, tuple[int, ...]], ...]]] = {}
+_META_BUILDS: dict[tuple[type[nn.Module], tuple[int, ...], int, str],
+                   tuple[int, tuple[tuple[str, str, tuple[int, ...]], ...]]] = {}
 
 # In-place random fills, by name: on the meta device there is nothing to fill, and PyTorch's meta
 # normal_ imports torch._dynamo (4 s) the first time (an Embedding's init, ResNet's kaiming_normal_).
@@ -116,7 +123,8 @@ _RANDOM_FILLS = frozenset({"normal_", "uniform_", "exponential_", "geometric_", 
 class _NoRandomInit(torch.overrides.TorchFunctionMode):
     """Within it (this thread), the random fills above return their tensor untouched: shapes only."""
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(self, func: Callable[..., Any], types: Collection[type], args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
         if getattr(func, "__name__", "") in _RANDOM_FILLS:
             return args[0] if args else kwargs.get("tensor")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import cast
+
+import torch
 from torch import nn
 
 from fedgc.models.base import NoOptions
@@ -21,8 +24,8 @@ class SmallCNN(nn.Module):
         )
         self.head = nn.Sequential(nn.Flatten(), nn.Linear(32 * (height // 2) * (width // 2), num_classes))
 
-    def forward(self, x):
-        return self.head(self.features(x))
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return cast(torch.Tensor, self.head(self.features(x)))  # nn.Module.__call__ is typed Any
 
 
 class McMahanCNN(nn.Module):
@@ -43,5 +46,5 @@ class McMahanCNN(nn.Module):
         self.head = nn.Sequential(nn.Flatten(), nn.Linear(64 * (height // 4) * (width // 4), 512), nn.ReLU(),
                                   nn.Linear(512, num_classes))
 
-    def forward(self, x):
-        return self.head(self.features(x))
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return cast(torch.Tensor, self.head(self.features(x)))  # nn.Module.__call__ is typed Any

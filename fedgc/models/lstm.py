@@ -8,6 +8,9 @@ gate where TensorFlow's has one: LEAF's TensorFlow model has 817,872).
 
 from __future__ import annotations
 
+from typing import cast
+
+import torch
 from pydantic import Field
 from torch import nn
 
@@ -32,6 +35,6 @@ class CharLSTM(nn.Module):
         self.lstm = nn.LSTM(embedding_dim, hidden_size, num_layers=num_layers, batch_first=True)
         self.head = nn.Linear(hidden_size, num_classes)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         out, _ = self.lstm(self.embedding(x))
-        return self.head(out[:, -1, :])
+        return cast(torch.Tensor, self.head(out[:, -1, :]))  # nn.Module.__call__ is typed Any

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import Annotated, ClassVar, cast
 
+import torch
 from pydantic import Field
 from torch import nn
 
@@ -17,7 +18,7 @@ class MLPOptions(NoOptions):
 
 
 class MLP(nn.Module):
-    Options = MLPOptions
+    Options: ClassVar[type[NoOptions]] = MLPOptions
 
     def __init__(self, input_shape: tuple[int, ...], num_classes: int, hidden: list[int] | int = 128) -> None:
         super().__init__()
@@ -30,8 +31,8 @@ class MLP(nn.Module):
         layers.append(nn.Linear(fan_in, num_classes))
         self.net = nn.Sequential(*layers)
 
-    def forward(self, x):
-        return self.net(x)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return cast(torch.Tensor, self.net(x))  # nn.Module.__call__ is typed Any
 
 
 class McMahan2NN(MLP):
@@ -52,5 +53,5 @@ class LogisticRegression(nn.Module):
         super().__init__()
         self.net = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), num_classes))
 
-    def forward(self, x):
-        return self.net(x)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return cast(torch.Tensor, self.net(x))  # nn.Module.__call__ is typed Any

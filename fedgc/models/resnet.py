@@ -10,8 +10,10 @@ client and its batch statistics follow the client's skewed labels, which hurts f
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Literal, cast
 
+import torch
 import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
@@ -25,7 +27,7 @@ class ResNetOptions(NoOptions):
 
 
 def make_norm(kind: str, channels: int, groups: int) -> nn.Module:
-    layers = {
+    layers: dict[str, Callable[[], nn.Module]] = {
         "group": lambda: nn.GroupNorm(groups, channels),
         "batch": lambda: nn.BatchNorm2d(channels),
         "none": nn.Identity,
@@ -43,13 +45,13 @@ class BasicBlock(nn.Module):
         self.pad = cout - cin
         self.stride = stride
 
-    def shortcut(self, x):
+    def shortcut(self, x: torch.Tensor) -> torch.Tensor:
         if self.stride == 1 and self.pad == 0:
             return x
         x = x[:, :, ::self.stride, ::self.stride]
         return F.pad(x, (0, 0, 0, 0, self.pad // 2, self.pad - self.pad // 2))
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = F.relu(self.norm1(self.conv1(x)))
         out = self.norm2(self.conv2(out))
         return F.relu(out + self.shortcut(x))
@@ -78,6 +80,6 @@ class ResNet20(nn.Module):
             if isinstance(module, (nn.Conv2d, nn.Linear)):
                 nn.init.kaiming_normal_(module.weight)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.blocks(self.stem(x))
-        return self.head(F.adaptive_avg_pool2d(out, 1).flatten(1))
+        return cast(torch.Tensor, self.head(F.adaptive_avg_pool2d(out, 1).flatten(1)))  # nn.Module.__call__: Any

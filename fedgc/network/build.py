@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import simpy
 
@@ -19,6 +21,7 @@ from fedgc.network.sections import (
     FileDeviceConfig,
     TierDeviceConfig,
     TraceAvailabilityConfig,
+    TraceLinkConfig,
 )
 from fedgc.network.timeline import ClientNetwork, NetworkModel
 from fedgc.network.traces import read_trace
@@ -96,7 +99,8 @@ def build_network(env: simpy.Environment, config: NetworkConfig, node_ids: list[
     def trace(name: str) -> PeriodicRate:
         path = config.resolve(name)
         if str(path) not in cache:
-            cache[str(path)] = read_trace(path, link.format, link.unit)
+            trace_link = cast(TraceLinkConfig, link)  # only a trace link reads trace files
+            cache[str(path)] = read_trace(path, trace_link.format, trace_link.unit)
         return cache[str(path)]
 
     up_scale = (config.up_mbps or profile.up_mbps) / (config.down_mbps or profile.down_mbps)

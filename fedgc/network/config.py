@@ -8,6 +8,7 @@ not a network any run could learn from (docs/reliability.md, "Scenario input").
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -25,7 +26,7 @@ from fedgc.network.sections import (
     ProtocolConfig,
 )
 
-MBPS = {"gt": 0.0, "le": 1e6}  # up to 1 Tbit/s; at least MIN_MBPS (checked below, after "> 0")
+MBPS: dict[str, Any] = {"gt": 0.0, "le": 1e6}  # up to 1 Tbit/s; at least MIN_MBPS (checked below, after "> 0")
 MIN_MBPS = 0.001  # 1 kbit/s
 MAX_DELAY_MS = 60_000.0
 MAX_SECONDS = 1e9
@@ -36,17 +37,21 @@ class NetworkConfig(BaseModel):
 
     # links
     profile: str = Field("lte", description="named link profile: " + ", ".join(PROFILES))
-    link: LinkConfig = Field(default_factory=ConstantLinkConfig, description="link model (fedgc.network.links.LINKS)")
-    up_mbps: float | None = Field(None, **MBPS, description="override the profile's uplink")
-    down_mbps: float | None = Field(None, **MBPS, description="override the profile's downlink")
+    # ignore[arg-type] below: without the pydantic.mypy plugin, mypy's dataclass_transform takes a positional
+    # Field default (Field(None, ...)) for no default, so it sees ConstantLinkConfig() missing arguments
+    link: LinkConfig = Field(default_factory=ConstantLinkConfig, description="link model (fedgc.network.links.LINKS)")  # type: ignore[arg-type]
+    # ignore[misc] below: mypy's dataclass_transform cannot read **kwargs in a pydantic Field
+    up_mbps: float | None = Field(None, **MBPS, description="override the profile's uplink")  # type: ignore[misc]
+    down_mbps: float | None = Field(None, **MBPS, description="override the profile's downlink")  # type: ignore[misc]
     rtt_ms: float | None = Field(None, ge=0.0, le=MAX_DELAY_MS, description="override the profile's round-trip time")
     jitter_ms: float = Field(0.0, ge=0.0, le=MAX_DELAY_MS, description="uniform extra one-way delay in [0, jitter] per transfer")
     bandwidth_spread: float = Field(0.0, ge=0.0, le=3.0,
                                     description="lognormal sigma of per-client up/down rates around the profile")
     trace_dir: str | None = Field(None, description="directory relative trace/availability/capacity paths start from")
-    server_up_mbps: float | None = Field(None, **MBPS, description="server send capacity, shared by downloads")
-    server_down_mbps: float | None = Field(None, **MBPS, description="server receive capacity, shared by uploads")
-    device: DeviceConfig = Field(default_factory=ConstantDeviceConfig, description="training speed of the devices")
+    # ignore[misc] below: as for up_mbps; ignore[arg-type]: as for link
+    server_up_mbps: float | None = Field(None, **MBPS, description="server send capacity, shared by downloads")  # type: ignore[misc]
+    server_down_mbps: float | None = Field(None, **MBPS, description="server receive capacity, shared by uploads")  # type: ignore[misc]
+    device: DeviceConfig = Field(default_factory=ConstantDeviceConfig, description="training speed of the devices")  # type: ignore[arg-type]
     availability: AvailabilityConfig = Field(default_factory=AlwaysOnlineConfig, description="when clients are online")
     protocol: ProtocolConfig = Field(default_factory=IdealProtocolConfig,
                                      description="ideal: no protocol cost; flower: Flower's pull-based protocol "

@@ -44,9 +44,9 @@ class PeriodicRate:
         self.period = float(times[-1])
         self.per_period = float(cum[-1])
         # Python lists: bisect on a list is several times cheaper than np.searchsorted on a scalar.
-        self._times = times.tolist()
-        self._rates = rates.tolist()
-        self._cum = cum.tolist()
+        self._times: list[float] = times.tolist()
+        self._rates: list[float] = rates.tolist()
+        self._cum: list[float] = cum.tolist()
 
     def segments(self) -> list[tuple[float, float]]:
         """One period as (start s, rate bit/s) pairs, in order (for replaying the curve on a real link)."""

@@ -9,7 +9,7 @@ is the kind with its defaults.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -68,7 +68,8 @@ class ConstantDeviceConfig(_Kind):
 
 
 TierName = Literal["low", "mid", "high", "mixed"]
-assert set(TierName.__args__) == {*DEVICE_TIERS, "mixed"}, "TierName lists fedgc.network.compute.DEVICE_TIERS"
+# cast: typeshed declares no __args__ on a Literal alias (it is there at runtime)
+assert set(cast(Any, TierName).__args__) == {*DEVICE_TIERS, "mixed"}, "TierName lists fedgc.network.compute.DEVICE_TIERS"
 
 
 class TierDeviceConfig(_Kind):

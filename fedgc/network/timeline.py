@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import simpy
@@ -94,12 +94,12 @@ class NetworkModel:
         self.server_down_bps = server_down_bps
         self.protocol = protocol
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
         """The clock's time and every client's link, device and availability (their sample paths and
         generators); simpy's Environment itself is not state, only its time is."""
         return {"now": float(self.env.now), "clients": self.clients}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         clients, now = state["clients"], state["now"]
         if not isinstance(clients, dict) or set(clients) != set(self.clients) or type(now) not in (int, float):
             raise ValueError("the saved network does not fit this scenario's clients")
@@ -172,7 +172,8 @@ class NetworkModel:
         up = self._transfers(clients, comp, [j.up_bytes for j in jobs], off, "up", self.server_down_bps)
         return down, comp, up, off
 
-    def _protocol_phases(self, jobs: list[ClientJob], start: float):
+    def _protocol_phases(self, jobs: list[ClientJob], start: float
+                         ) -> tuple[list[float], list[float], list[float], list[float]]:
         """``_phases`` with the protocol's costs: every download starts ``pickup_s`` late, each transfer
         is charged its request round trips (the link's RTT each) after its last byte, and an upload ends
         when the server holds the reply (``Protocol.held``: reply poll, object-pull backoff)."""
@@ -244,7 +245,7 @@ class NetworkModel:
         order = np.argsort(ups, kind="stable")[:wanted]
         kept = order[(ups[order] <= limit) & np.isfinite(ups[order])]
         # Closed on the K-th arrival with clients still running: those are discarded, not late.
-        not_waited_for = "discarded" if len(kept) == wanted < n else "late"
+        not_waited_for: Literal["discarded", "late"] = "discarded" if len(kept) == wanted < n else "late"
         if len(kept) == wanted:
             end = float(ups[kept[-1]])
         else:  # every client delivered or dropped out, capped by the deadline

@@ -26,12 +26,15 @@ import importlib
 import importlib.metadata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel
 
 from fedgc.plugins.import_paths import PluginError, import_object, imports_allowed, is_import_path
 from fedgc.plugins.options import NoOptions
+
+if TYPE_CHECKING:  # types only (_add_compressor imports fedgc.compress.registry, which imports it, when it runs)
+    from fedgc.compress.base import Compressor
 
 ENTRY_POINT_GROUP = "fedgc.plugins"
 KINDS = ("model", "dataset", "compressor", "aggregator", "server_optimizer")
@@ -138,7 +141,7 @@ def register_compressor(cls: type, name: str | None = None, *, replace: bool = F
     _add_compressor(cls, name, "python", replace)
 
 
-def _add_compressor(cls: type, name: str | None, source: str, replace: bool = False) -> None:
+def _add_compressor(cls: type[Compressor], name: str | None, source: str, replace: bool = False) -> None:
     from fedgc.compress.registry import COMPRESSORS, check_compressor
 
     label = f"compressor {name or getattr(cls, 'name', cls)!r}"
@@ -171,6 +174,7 @@ def register_aggregator(cls: type, name: str | None = None, *, replace: bool = F
 
 def _add_server_part(kind: str, cls: type, name: str | None, source: str, replace: bool = False) -> None:
     """Register an aggregation rule (``kind`` aggregator) or a server optimizer (server_optimizer)."""
+    registry: dict[str, type[Any]]  # one of the two registries below (their classes differ)
     if kind == "aggregator":
         from fedgc.aggregation.aggregators import AGGREGATORS as registry
         from fedgc.aggregation.aggregators import check_aggregator as check
@@ -269,8 +273,9 @@ def is_known(kind: str, name: str) -> bool:
 
     if kind == "dataset":
         return name in DATASET_NAMES or name in USER_DATASETS or name.startswith(HF_PREFIX)
-    table = {"model": MODELS, "compressor": COMPRESSORS, "aggregator": AGGREGATORS,
-             "server_optimizer": SERVER_OPTIMIZERS}[kind]
+    # cast: the registries' classes differ, so mypy joins them to object
+    table = cast(dict[str, Any], {"model": MODELS, "compressor": COMPRESSORS, "aggregator": AGGREGATORS,
+                                  "server_optimizer": SERVER_OPTIMIZERS}[kind])
     return name in table
 
 
@@ -510,7 +515,9 @@ def _carry_python(kind: str, name: str) -> tuple[str, str, Any]:
             raise refuse(data, "its function is not importable by its module path in a fresh process "
                          "(defined in __main__, a notebook or a function)")
         return (kind, name, _reference(data))
-    table = {"compressor": COMPRESSORS, "aggregator": AGGREGATORS, "server_optimizer": SERVER_OPTIMIZERS}[kind]
+    # cast: the registries' classes differ, so mypy joins them to object
+    table = cast(dict[str, Any], {"compressor": COMPRESSORS, "aggregator": AGGREGATORS,
+                                  "server_optimizer": SERVER_OPTIMIZERS}[kind])
     if _reference(table[name]) is None:
         raise refuse(table[name], "its class is not importable by its module path in a fresh process "
                      "(defined in __main__, a notebook or a function)")
@@ -532,10 +539,11 @@ def carried_plugins(scenarios: list[Any]) -> Carried:
         for section, key, kind in PLUGIN_KEYS:
             name = getattr(getattr(scenario, section), key, None)
             source = _SOURCES.get((kind, name)) if isinstance(name, str) else None
+            # cast: a source is found only for a str name (the isinstance check above)
             if source == "import path":
-                paths[(kind, name)] = None
+                paths[(kind, cast(str, name))] = None
             elif source == "python" and (kind, name) not in python:
-                python[(kind, name)] = _carry_python(kind, name)
+                python[(kind, cast(str, name))] = _carry_python(kind, cast(str, name))
             elif source is not None and source.startswith("plugin "):
                 entry_points = True
     return Carried(tuple(sys.path), _allowed_modules.get(), entry_points, tuple(paths), tuple(python.values()))

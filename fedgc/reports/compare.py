@@ -17,8 +17,10 @@ of reading (where the bytes went, which variant reached the target first), and w
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from fedgc.bounded import write_whole
 from fedgc.runs.metrics import Summary
@@ -60,7 +62,8 @@ class Variant:
     scenario: Scenario
 
 
-def _with(scenario: Scenario, *, compression: dict | None = None, downlink: dict | None = None) -> Scenario:
+def _with(scenario: Scenario, *, compression: dict[str, Any] | None = None,
+          downlink: dict[str, Any] | None = None) -> Scenario:
     from fedgc.scenario.model import validate
 
     tree = scenario.model_dump(mode="json")
@@ -93,7 +96,8 @@ class Compared:
     out_dir: Path | None
 
 
-def run_comparison(scenario: Scenario, out_dir: Path | None, *, quiet: bool = True, log=None) -> list[Compared]:
+def run_comparison(scenario: Scenario, out_dir: Path | None, *, quiet: bool = True,
+                   log: Callable[[str], object] | None = None) -> list[Compared]:
     """Each variant into ``out_dir/<folder>`` (a normal run folder; None: no files)."""
     from fedgc.runs.engines import run_scenario
     from fedgc.runs.folder import claim_folder
@@ -123,7 +127,7 @@ def columns(target_accuracy: float) -> tuple[str, ...]:
 
 def comparison_rows(results: list[Compared]) -> list[tuple[str, ...]]:
     dense = results[0].summary if results and results[0].variant.label == "dense" else None
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for r in results:
         s = r.summary
         speedup = "-"
@@ -156,7 +160,8 @@ def reading(results: list[Compared]) -> str:
     total = scenario_run.bytes_up + scenario_run.bytes_down
     down_share = scenario_run.bytes_down / total if total else 0.0
     reached = [r for r in results if r.summary.time_to_target_s is not None]
-    best = min(reached, key=lambda r: r.summary.time_to_target_s) if reached else None
+    # cast: ``reached`` holds only the runs whose time to target is not None
+    best = min(reached, key=lambda r: cast(float, r.summary.time_to_target_s)) if reached else None
     target = f"{results[0].summary.target_accuracy:.0%}"
     first = (f"downloads are {down_share:.0%} of the bytes of {results[1].variant.label}: compress them too"
              if down_share > 0.5 else f"uploads are {1 - down_share:.0%} of the bytes of {results[1].variant.label}")

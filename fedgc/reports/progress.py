@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TextIO
 
 from fedgc.runs.metrics import RoundRecord
 
@@ -106,7 +108,7 @@ def progress_line(record: RoundRecord, so_far: RunSoFar, rounds: int, width: int
     return forms[-1][:max(width, 0)]
 
 
-def terminal_width(stream=None) -> int:
+def terminal_width(stream: TextIO | None = None) -> int:
     """Columns of the terminal ``stream`` (default stderr) writes to; 80 when it reports none."""
     try:
         columns = os.get_terminal_size((stream or sys.stderr).fileno()).columns
@@ -118,7 +120,7 @@ def terminal_width(stream=None) -> int:
 class _Eta:
     """Time left, from the wall-clock pace of the rounds this process timed after its first."""
 
-    def __init__(self, clock=time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.first: tuple[int, float] | None = None  # (round, time) when the first timed round ended
         self.last: tuple[int, float] | None = None
@@ -140,8 +142,9 @@ class Progress:
     """``history``: the rounds already done (a resumed run), so the line and the totals start there.
     ``stream``/``width``/``clock``: for tests (a fixed width instead of the terminal's)."""
 
-    def __init__(self, rounds: int, enabled: bool = True, history: list[RoundRecord] | tuple = (),
-                 stream=None, width: int | None = None, clock=time.monotonic) -> None:
+    def __init__(self, rounds: int, enabled: bool = True, history: list[RoundRecord] | tuple[RoundRecord, ...] = (),
+                 stream: TextIO | None = None, width: int | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.rounds = rounds
         self.so_far = RunSoFar()
         for record in history:
@@ -154,7 +157,7 @@ class Progress:
         self.drawing = enabled and on_terminal
 
     @property
-    def bar(self):
+    def bar(self) -> Progress | None:
         """None when nothing is drawn (not a terminal, or ``--quiet``)."""
         return self if self.drawing else None
 

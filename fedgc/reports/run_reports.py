@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # PyYAML ships no type information (types-PyYAML not installed)
 
 from fedgc.bounded import read_text, write_whole
 from fedgc.errors import RunFolderError
@@ -143,7 +144,7 @@ def report_rows(groups: list[list[RunResult]]) -> list[GroupRow]:
 # --- command line ----------------------------------------------------------------------------------
 
 class OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         print(f"error: {message}", file=sys.stderr)
         sys.exit(EXIT_INVALID)
 

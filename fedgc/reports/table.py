@@ -10,11 +10,20 @@ import io
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from fedgc.runs.metrics import RoundRecord, Summary
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class _Format(Protocol):
+        """How a numeric column shows a value (``_number``, ``_pct``, ``_count``, ``_ratio``)."""
+
+        def __call__(self, value: float | None, decimals: int | None = None) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -77,7 +86,7 @@ def report_row(run: RunResult) -> ReportRow:
 
 # --- groups of seeds -------------------------------------------------------------------------------
 
-def _without_seed(scenario: dict) -> str:
+def _without_seed(scenario: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in scenario.items() if k != "seed"}, sort_keys=True, default=str)
 
 
@@ -144,9 +153,11 @@ def group_row(runs: list[RunResult]) -> GroupRow:
         return GroupRow(rows[0], 1, seeds, stats)
     reasons = sorted({row.stopped_reason for row in rows})
     first = rows[0]
-    text = {"run": _group_label(runs), "path": ";".join(row.path for row in rows), "name": first.name,
-            "compressor": first.compressor, "stopped_reason": ",".join(reasons)}
-    return GroupRow(ReportRow(**text, **{name: stats[name].mean for name in NUMERIC_FIELDS}), len(rows), seeds, stats)
+    text: dict[str, Any] = {"run": _group_label(runs), "path": ";".join(row.path for row in rows), "name": first.name,
+                            "compressor": first.compressor, "stopped_reason": ",".join(reasons)}
+    # cast: the numeric fields take a group's means (floats, or None), whatever their declared types
+    return GroupRow(ReportRow(**text, **cast(dict[str, Any], {name: stats[name].mean for name in NUMERIC_FIELDS})),
+                    len(rows), seeds, stats)
 
 
 # --- rendering -------------------------------------------------------------------------------------
@@ -182,7 +193,7 @@ def _ratio(value: float | None, decimals: int | None = None) -> str:
     return "—" if value is None else _number(value, decimals) + "×"
 
 
-def _places(fmt, value: float) -> int:
+def _places(fmt: _Format, value: float) -> int:
     """The decimal places ``fmt`` shows ``value`` with (for the ± of a mean)."""
     if fmt is _pct:
         return 1
@@ -219,7 +230,7 @@ GROUP_NOTE = ("Rows with n > 1 group runs that differ only by seed: mean ± samp
               "value (e.g. reached the target), the mean and std are over those k.")
 
 
-def _cell(group: GroupRow, name: str, fmt) -> str:
+def _cell(group: GroupRow, name: str, fmt: _Format) -> str:
     if group.n == 1:
         return fmt(getattr(group.row, name))
     stat = group.stats[name]
@@ -295,6 +306,6 @@ def to_json(groups: list[GroupRow]) -> str:
     return json.dumps([_record(g, grouped) for g in groups], indent=2) + "\n"
 
 
-def render(rows: list[ReportRow | GroupRow], fmt: str, plot_files: tuple[str, ...] = ()) -> str:
+def render(rows: Sequence[ReportRow | GroupRow], fmt: str, plot_files: tuple[str, ...] = ()) -> str:
     groups = [r if isinstance(r, GroupRow) else GroupRow(r, 1, (), {}) for r in rows]
     return to_markdown(groups, plot_files) if fmt == "md" else to_csv(groups) if fmt == "csv" else to_json(groups)

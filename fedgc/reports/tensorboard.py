@@ -48,7 +48,7 @@ def scalars(row: RoundRecord, totals: dict[str, float]) -> dict[str, float]:
 def write_events(run_dir: Path) -> Path:
     """``run_dir/tensorboard/`` from ``run_dir/metrics.jsonl`` (replacing an earlier export)."""
     try:
-        from tensorboard.compat.proto.summary_pb2 import Summary
+        from tensorboard.compat.proto.summary_pb2 import Summary  # type: ignore[import-untyped]  # no types shipped
         from torch.utils.tensorboard.writer import FileWriter
     except ImportError:
         raise TensorBoardUnavailable("--tensorboard needs the tensorboard package: pip install 'fedgc[tensorboard]'") from None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 from fedgc.core.observe import RoundObserver, default_observers
 from fedgc.errors import FedgcError
@@ -57,8 +58,10 @@ def run_flower(scenario: Scenario, out_dir: Path | None, *, quiet: bool = False,
         from fedgc.core.checkpoint import resumable
         from fedgc.flower.state.client_store import check_store_for_resume
 
-        state = resumable(out_dir, with_absolute_paths(scenario))
-        check_store_for_resume(state["transport"], out_dir)  # a store on disk holds the rows it recorded
+        # cast: a resume is of a run folder (callers pass one with resume); not checked here, as before
+        state = resumable(cast(Path, out_dir), with_absolute_paths(scenario))
+        # a store on disk holds the rows it recorded
+        check_store_for_resume(state["transport"], cast(Path, out_dir))
 
     summary = run_on_simulation_runtime(scenario, out_dir, quiet=quiet)
     if out_dir is not None and title and title != scenario.name and (out_dir / "metrics.jsonl").is_file():

@@ -128,7 +128,7 @@ class RunLock:
     def __enter__(self) -> RunLock:  # noqa: PYI034 — typing.Self needs Python 3.11
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
 

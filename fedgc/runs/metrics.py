@@ -6,9 +6,11 @@ import contextlib
 import gc
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from functools import cache
 from pathlib import Path
+from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -87,7 +89,7 @@ class Summary:
     cpu_kernels: str | None = None
 
 
-def _clean(value):
+def _clean(value: object) -> object:
     """JSON cannot hold NaN/Inf: write them as null."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -177,7 +179,7 @@ class RoundsLog:
         with writing(path):
             write_whole(path, "".join(kept))
 
-    def append_rows(self, rows: list[dict]) -> None:
+    def append_rows(self, rows: list[dict[str, Any]]) -> None:
         self.count += len(rows)
         if self.path is not None and rows:
             with writing(self.path), open_no_follow(self.path, "a") as f:
@@ -229,16 +231,22 @@ class MetricsFileError(FedgcError, ValueError):
 
 
 @cache
-def _validator(cls: type) -> tuple[TypeAdapter, tuple[str, ...]]:
+def _validator(cls: type) -> tuple[TypeAdapter[Any], tuple[str, ...]]:
     """The one validator of a record type and its field names, made on first use and kept (a
     validator costs milliseconds to build: one per line made reading 10^5 rows take minutes)."""
     return TypeAdapter(cls), tuple(f.name for f in fields(cls))
 
 
-def parse_record(cls: type, text: str, where: str):
+_Record = TypeVar("_Record")  # RoundRecord or Summary
+
+
+def parse_record(cls: type[_Record], text: str, where: str) -> _Record:
     """``cls`` (RoundRecord or Summary) from one JSON object, types checked strictly (an int is not a
     bool, a float field takes an int); keys ``cls`` does not know are ignored (other fedgc versions)."""
-    validator, names = _validator(cls)
+    # mypy takes type[a dataclass] (its instances unhashable) for unhashable; a class object hashes (no
+    # cast: a function call per row on the reading path)
+    record_type: type = cls
+    validator, names = _validator(record_type)
     try:
         validator.validate_json(text, strict=True)
     except ValidationError as err:
@@ -270,7 +278,7 @@ def _text(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def _collector_paused():
+def _collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector paused (and resumed if it was on): reading many rows makes
     millions of container objects, each allocation counting towards collections that scan them all
     (half the reading time at 10^5 rows); rows hold no cycles, so nothing is left for it to find."""
@@ -298,11 +306,11 @@ def read_summary(path: Path) -> Summary:
     return parse_record(Summary, _text(path), str(path))
 
 
-def read_jsonl(path: Path) -> list[dict]:
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The objects of a JSON-lines file (``failures.jsonl``, ``clients.jsonl``), unchecked."""
     return [json.loads(line) for line in _text(path).splitlines() if line.strip()]
 
 
-def read_metrics(path: Path) -> list[dict]:
+def read_metrics(path: Path) -> list[dict[str, Any]]:
     """``read_rounds`` as plain dicts (for notebooks, pandas and tests)."""
     return [asdict(row) for row in read_rounds(path)]

@@ -99,7 +99,7 @@ class Guard:
     def __enter__(self) -> Guard:  # noqa: PYI034 — typing.Self needs Python 3.11
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

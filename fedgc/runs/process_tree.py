@@ -16,6 +16,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from typing import cast
 
 RUNTIME_TOKEN = "FEDGC_RUNTIME_TOKEN"  # set in flower_env's environment, inherited by every process it starts
 # The run folder a recorded runtime belongs to (``folder_identity``), set beside the token by the flower
@@ -35,7 +36,7 @@ def _proc_stat(pid: str) -> tuple[int, str, int, int, int] | None:
         return None
 
 
-def folder_identity(folder: str | os.PathLike) -> str:
+def folder_identity(folder: str | os.PathLike[str]) -> str:
     """``DEVICE:INODE`` of a folder (the same after the folder is renamed; another folder's differs)."""
     info = os.stat(folder)
     return f"{info.st_dev}:{info.st_ino}"
@@ -107,7 +108,8 @@ def adopt_orphans() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        # prctl's default restype is c_int: an int, so the comparison is a bool (ctypes is untyped here)
+        return cast(bool, ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
 
@@ -126,10 +128,11 @@ def adopts_orphans() -> bool:
 def descendants(root: int) -> list[int]:
     """Live processes below ``root`` in the process tree."""
     children: dict[int, list[int]] = {}
-    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-        stat = _proc_stat(pid)
+    for entry in (p for p in os.listdir("/proc") if p.isdigit()):
+        stat = _proc_stat(entry)
         if stat is not None and stat[1] not in ("Z", "X"):
-            children.setdefault(stat[2], []).append(int(pid))
+            children.setdefault(stat[2], []).append(int(entry))
+    found: list[int]
     found, todo = [], list(children.get(root, []))
     while todo:
         pid = todo.pop()

@@ -22,6 +22,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from fedgc.bounded import open_no_follow, read_bytes, replace_no_follow
 from fedgc.runs.process_tree import Family, folder_identity, proc_start_time, terminate, token_holders
@@ -44,7 +45,7 @@ def write_record(folder: Path, token: str, port: int, processes: dict[str, int])
     replace_no_follow(tmp, path)
 
 
-def _read(folder: Path) -> dict | None:
+def _read(folder: Path) -> dict[str, Any] | None:
     path = folder / RECORD
     try:
         if path.parent.is_symlink() or path.is_symlink() or not path.is_file():
@@ -66,7 +67,7 @@ def _read(folder: Path) -> dict | None:
     return record
 
 
-def _finder(record: dict, folder: Path):
+def _finder(record: dict[str, Any], folder: Path) -> Callable[[], list[int]]:
     """What of the recorded runtime is alive, proven: the processes holding its token and this folder's
     identity in their own environment, and their descendants (remembered as they are re-parented while
     they are stopped). The recorded pids are not trusted: a recorded process is found only by proof."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -21,7 +22,7 @@ class ScenarioError(FedgcError, ValueError):
 
 
 
-def _models(annotation) -> list[type[BaseModel]]:
+def _models(annotation: Any) -> list[type[BaseModel]]:
     """The pydantic models a field's annotation can hold (through Optional, unions, Annotated, lists)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
@@ -32,7 +33,7 @@ def _models(annotation) -> list[type[BaseModel]]:
     return found
 
 
-def keys_at(root: type[BaseModel], loc: tuple | list) -> list[str]:
+def keys_at(root: type[BaseModel], loc: tuple[Any, ...] | list[Any]) -> list[str]:
     """The keys accepted where ``loc`` (a pydantic error location) ends; [] when that is not known.
     Parts of ``loc`` that are no field (a union's tag, a list index) are stepped over."""
     models = [root]
@@ -52,7 +53,7 @@ def did_you_mean(key: str, choices: list[str]) -> str | None:
     return close[0] if close else None
 
 
-def unknown_key_message(root: type[BaseModel], loc: tuple | list) -> str:
+def unknown_key_message(root: type[BaseModel], loc: tuple[Any, ...] | list[Any]) -> str:
     """``unknown key (did you mean `density`?)``, or the section's keys when none is close."""
     keys = keys_at(root, list(loc)[:-1])
     if not loc or not keys:
@@ -63,7 +64,7 @@ def unknown_key_message(root: type[BaseModel], loc: tuple | list) -> str:
     return f"unknown key (the keys here: {', '.join(keys)})"
 
 
-def yaml_syntax_message(where: str, text: str, err) -> str:
+def yaml_syntax_message(where: str, text: str, err: Any) -> str:  # err: a yaml.MarkedYAMLError (yaml is untyped)
     """One line: ``FILE: invalid YAML at line L, column C: PROBLEM (while parsing ... started at line N): 'the line'``
     from a PyYAML ``MarkedYAMLError`` (``problem``, ``problem_mark``, ``context``, ``context_mark``)."""
     mark, problem = getattr(err, "problem_mark", None), getattr(err, "problem", None) or "not valid YAML"

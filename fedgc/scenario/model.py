@@ -22,9 +22,9 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # PyYAML ships no type information (types-PyYAML not installed)
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, model_validator
 
 from fedgc.bounded import SCENARIO_MAX_BYTES, read_text
@@ -71,16 +71,18 @@ class Scenario(_Section):
                                     "there is one, else the CPU), cpu, cuda or cuda:N (docs/performance.md)")
     deterministic: bool = Field(False, description="on CUDA: deterministic algorithms, so that a seed gives the same "
                                 "metrics, at some speed (docs/performance.md); the CPU is deterministic anyway")
-    data: DataConfig = Field(default_factory=DataConfig)
-    model: ModelConfig = Field(default_factory=ModelConfig)
-    client: ClientConfig = Field(default_factory=ClientConfig)
-    compression: CompressionConfig = Field(default_factory=CompressionConfig)
-    downlink: DownlinkConfig = Field(default_factory=DownlinkConfig)
-    strategy: StrategyConfig = Field(default_factory=StrategyConfig)
-    network: NetworkConfig = Field(default_factory=NetworkConfig)
-    eval: EvalConfig = Field(default_factory=EvalConfig)
-    client_state: ClientStateConfig = Field(default_factory=ClientStateConfig)
-    ray: RayConfig = Field(default_factory=RayConfig)
+    # ignore[arg-type] below: without the pydantic.mypy plugin, mypy's dataclass_transform takes a positional
+    # Field default (Field(0, ...)) for no default, so it sees DataConfig() etc. missing arguments
+    data: DataConfig = Field(default_factory=DataConfig)  # type: ignore[arg-type]
+    model: ModelConfig = Field(default_factory=ModelConfig)  # type: ignore[arg-type]
+    client: ClientConfig = Field(default_factory=ClientConfig)  # type: ignore[arg-type]
+    compression: CompressionConfig = Field(default_factory=CompressionConfig)  # type: ignore[arg-type]
+    downlink: DownlinkConfig = Field(default_factory=DownlinkConfig)  # type: ignore[arg-type]
+    strategy: StrategyConfig = Field(default_factory=StrategyConfig)  # type: ignore[arg-type]
+    network: NetworkConfig = Field(default_factory=NetworkConfig)  # type: ignore[arg-type]
+    eval: EvalConfig = Field(default_factory=EvalConfig)  # type: ignore[arg-type]
+    client_state: ClientStateConfig = Field(default_factory=ClientStateConfig)  # type: ignore[arg-type]
+    ray: RayConfig = Field(default_factory=RayConfig)  # type: ignore[arg-type]
     checkpoint_every: int = Field(10, ge=0, le=1_000_000,
                                   description="write a resumable checkpoint every N rounds (0: never)")
     # The plugins validated by name only (``validate(..., imports=False)``): "model my_pkg:Net", ...
@@ -199,7 +201,8 @@ def _one_line(err: ValidationError) -> str:
     if first["type"] == "extra_forbidden":
         msg = unknown_key_message(Scenario, first["loc"])
         if tagged:
-            keys = list(SECTIONS[tagged[0]][0][tagged[1]].model_fields)
+            # a tagged union's tag in pydantic's error location is a string (its name in the section)
+            keys = list(SECTIONS[tagged[0]][0][cast(str, tagged[1])].model_fields)
             guess = did_you_mean(str(first["loc"][-1]), keys)
             msg = (f"not a key of {tagged[0]} {tagged[1]} (" + (f"did you mean `{guess}`? " if guess else "")
                    + f"its keys: {', '.join(keys)})")
@@ -376,7 +379,9 @@ _LEAVE = object()  # check_tree's marker: the walk leaves a container
 
 
 def _unchecked_keys(info: ValidationInfo) -> dict[tuple[str, str], str]:
-    return (info.context or {}).get("unchecked", {}) if info is not None else {}
+    # validate() puts the plugins validated by name in the context (pydantic types the context as Any)
+    return cast("dict[tuple[str, str], str]",
+                (info.context or {}).get("unchecked", {}) if info is not None else {})
 
 
 class _UncheckedOptions(CompressorOptions):

@@ -4,11 +4,19 @@ client's network built, no data loaded) and ``fedgc run --check`` / ``fedgc chec
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fedgc.data.base import FederatedData
+    from fedgc.data.config import DataConfig
+    from fedgc.network.timeline import NetworkModel
+    from fedgc.scenario.model import Scenario
+
 IDX_DIRS = {"mnist": "mnist", "fashion_mnist": "fashion_mnist", "kmnist": "kmnist"}  # as in fedgc.data.DATASETS
 LEAF_DIRS = {"shakespeare": "leaf-shakespeare", "femnist": "leaf-femnist"}
 
 
-def _check_clock(scenario, network, samples: int) -> None:
+def _check_clock(scenario: Scenario, network: NetworkModel, samples: int) -> None:
     """Simulated quantities that would run forever are refused now: a device slower than
     ``network.max_phase_s`` for one round's samples, a population that first comes online later than it."""
     bound = scenario.network.max_phase_s
@@ -23,7 +31,7 @@ def _check_clock(scenario, network, samples: int) -> None:
                          f"network.max_phase_s = {bound:g}")
 
 
-def _network(scenario, clients: int):
+def _network(scenario: Scenario, clients: int) -> NetworkModel:
     import numpy as np
     import simpy
 
@@ -33,7 +41,7 @@ def _network(scenario, clients: int):
     return build_network(simpy.Environment(), scenario.network, nodes, np.random.default_rng(scenario.seed))
 
 
-def _data_files_present(config) -> str:
+def _data_files_present(config: DataConfig) -> str:
     """Find the data set's files without reading them; what was found, or a one-line ``DataFileError``."""
     from fedgc.data.base import resolve_root
     from fedgc.data.mnist import FILES, _find, load_mnist_dir, require_dir
@@ -56,7 +64,7 @@ def _data_files_present(config) -> str:
     return "data generated or bundled"
 
 
-def quick_check(scenario) -> str:
+def quick_check(scenario: Scenario) -> str:
     """The check without loading the data: a one-line description; ``ValueError``/``OSError`` if unusable."""
     from fedgc.execution.training import samples_asked
 
@@ -70,7 +78,7 @@ def quick_check(scenario) -> str:
             "and builds the model")
 
 
-def check_scenario(scenario, data) -> str:
+def check_scenario(scenario: Scenario, data: FederatedData) -> str:
     """The deep check (``data``: its loaded FederatedData): a one-line description of what the run would
     train on; ``ValueError``/``OSError`` if unusable."""
     from fedgc.core.parts import build_model_for
@@ -86,7 +94,7 @@ def check_scenario(scenario, data) -> str:
             f"network {scenario.network.profile}/{scenario.network.link.name}")
 
 
-def deep_report(scenario, data) -> str:
+def deep_report(scenario: Scenario, data: FederatedData) -> str:
     """``--deep``'s line once the data is loaded (``data``): the model built (a plugin's builder runs here:
     what it raises is one ``PluginError`` line naming it) and the plugins that ran, named."""
     from fedgc.plugins.registry import PLUGIN_KEYS, is_built_in, running

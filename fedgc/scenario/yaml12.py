@@ -23,9 +23,9 @@ walk over the tree afterwards would take forever); a recursive alias is refused 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # PyYAML ships no type information (types-PyYAML not installed)
 
 _RESOLVERS: list[tuple[str, re.Pattern[str], str]] = [
     ("tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), "~nN\0"),
@@ -38,7 +38,7 @@ _RESOLVERS: list[tuple[str, re.Pattern[str], str]] = [
 ]
 
 
-class DuplicateKeyError(yaml.MarkedYAMLError):
+class DuplicateKeyError(yaml.MarkedYAMLError):  # type: ignore[misc]  # yaml is untyped (Any)
     """A mapping holds the same key twice."""
 
     def __init__(self, key: Any, mark: yaml.Mark | None) -> None:
@@ -46,7 +46,7 @@ class DuplicateKeyError(yaml.MarkedYAMLError):
         self.key = key
 
 
-def _install(cls: type) -> None:
+def _install(cls: Any) -> None:  # a yaml Loader class (yaml is untyped)
     """Replace the class's implicit scalar resolvers by the YAML 1.2 core schema's."""
     cls.yaml_implicit_resolvers = {}
     for tag, regexp, first in _RESOLVERS:
@@ -61,7 +61,7 @@ MAX_ALIASES = 1000
 MAX_NODES = 100_000
 
 
-class LimitError(yaml.MarkedYAMLError):
+class LimitError(yaml.MarkedYAMLError):  # type: ignore[misc]  # yaml is untyped (Any)
     """A document beyond the loader's bounds (too deep, too many aliases, too large expanded)."""
 
     def __init__(self, problem: str, mark: yaml.Mark | None) -> None:
@@ -98,16 +98,16 @@ def _expanded_size(root: yaml.Node, limit: int) -> int:
     return sizes[id(root)]
 
 
-class BoundedSafeLoader(yaml.SafeLoader):
+class BoundedSafeLoader(yaml.SafeLoader):  # type: ignore[misc]  # yaml is untyped (Any)
     """PyYAML's SafeLoader (YAML 1.1 scalars) refusing documents beyond the bounds above: for files
     fedgc wrote with ``yaml.safe_dump`` and reads back (a sweep's plan, a run's scenario in reports)."""
 
-    def __init__(self, stream) -> None:
+    def __init__(self, stream: Any) -> None:
         super().__init__(stream)
         self._depth = 0
         self._aliases = 0
 
-    def compose_node(self, parent, index):
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
             self._aliases += 1
             if self._aliases > MAX_ALIASES:
@@ -120,7 +120,7 @@ class BoundedSafeLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
-    def compose_document(self):
+    def compose_document(self) -> yaml.Node | None:
         node = super().compose_document()
         if node is not None and _expanded_size(node, MAX_NODES) > MAX_NODES:
             raise LimitError(f"more than {MAX_NODES} values once its aliases are expanded", node.start_mark)
@@ -131,10 +131,10 @@ class Loader(BoundedSafeLoader):
     """SafeLoader with YAML 1.2 core-schema scalars that refuses duplicate keys and documents beyond
     its bounds."""
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         if isinstance(node, yaml.MappingNode):
             self.flatten_mapping(node)
-            seen: set = set()
+            seen: set[Any] = set()
             for key_node, _ in node.value:
                 key = self.construct_object(key_node, deep=True)
                 try:
@@ -144,7 +144,7 @@ class Loader(BoundedSafeLoader):
                     continue
                 if duplicate:
                     raise DuplicateKeyError(key, key_node.start_mark)
-        return super().construct_mapping(node, deep=deep)
+        return cast("dict[Any, Any]", super().construct_mapping(node, deep=deep))  # yaml is untyped
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
         text = str(self.construct_scalar(node))
@@ -168,7 +168,7 @@ Loader.add_constructor("tag:yaml.org,2002:int", Loader.construct_yaml_int)
 Loader.add_constructor("tag:yaml.org,2002:float", Loader.construct_yaml_float)
 
 
-class Dumper(yaml.SafeDumper):
+class Dumper(yaml.SafeDumper):  # type: ignore[misc]  # yaml is untyped (Any)
     """Writes what :class:`Loader` (and PyYAML's own YAML 1.1 ``safe_load``) read back unchanged:
     a string that either schema would read as something else is quoted."""
 
@@ -194,4 +194,4 @@ def safe_load(text: str) -> Any:
 
 
 def dump(data: Any) -> str:
-    return yaml.dump(data, Dumper=Dumper, sort_keys=False, allow_unicode=True)
+    return cast(str, yaml.dump(data, Dumper=Dumper, sort_keys=False, allow_unicode=True))  # no stream: a str

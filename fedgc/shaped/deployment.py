@@ -54,7 +54,7 @@ class ShapedDeployment:
         self.star.processes.append(process)
         return process
 
-    def in_hub(self, command: list[str], timeout_s: float) -> subprocess.CompletedProcess:
+    def in_hub(self, command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["ip", "netns", "exec", self.star.hub, *command], capture_output=True, text=True,
                               env=self.env, timeout=timeout_s, check=False)
 

@@ -20,8 +20,12 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fedgc.runs.process_guard import shared_guard
+
+if TYPE_CHECKING:
+    from fedgc.shaped.processes import NamespaceProcess
 
 FRAME_OVERHEAD = 1514 / 1448
 TBF_LATENCY = "400ms"  # the queue tbf keeps (as time at the current rate) before dropping
@@ -32,7 +36,7 @@ class ShapingUnavailable(RuntimeError):
     """This machine cannot build shaped namespaces (one-line reason)."""
 
 
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
     if check and result.returncode != 0:
         raise RuntimeError(f"ip {' '.join(args)}: {result.stderr.strip() or result.returncode}")
@@ -108,7 +112,7 @@ class Star:
         self.tag = f"fgc{os.getpid():x}{next(_counter)}"
         self.hub = self.tag + "s"
         self.clients: list[ClientLink] = []
-        self.processes: list = []  # NamespaceProcess, stopped first by close()
+        self.processes: list[NamespaceProcess] = []  # stopped first by close()
         self._made: list[str] = []
         self._bursts: dict[tuple[int, str], int] = {}
         try:
@@ -173,5 +177,5 @@ class Star:
     def __enter__(self) -> Star:  # noqa: PYI034
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

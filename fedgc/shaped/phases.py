@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import tomli_w
-import yaml
+import yaml  # type: ignore[import-untyped]  # no stubs installed (types-PyYAML is not a dependency)
 
 from fedgc.network.piecewise import PeriodicRate
 from fedgc.shaped.deployment import ShapedDeployment
@@ -39,8 +40,8 @@ MIN_STEP_BYTES = 1448
 MERGE_GAP_S = 3.0
 
 
-def measure(scenario: dict, work: Path, app_dir: Path, *, rates: list[tuple[float, float]], rtt_ms: float = 0.0,
-            trace: PeriodicRate | None = None, timeout_s: float = 600.0) -> dict:
+def measure(scenario: dict[str, Any], work: Path, app_dir: Path, *, rates: list[tuple[float, float]], rtt_ms: float = 0.0,
+            trace: PeriodicRate | None = None, timeout_s: float = 600.0) -> dict[str, Any]:
     """Run ``scenario`` (a mapping, ``data.num_clients`` = ``len(rates)``) as fedgc's Flower app from
     ``app_dir`` on a star whose client ``i`` has ``rates[i]`` = (up, down) Mbit/s (or replays ``trace``
     both ways), each SuperNode ``rtt_ms`` away through a relay; per round: start, end and per client the
@@ -72,7 +73,7 @@ def measure(scenario: dict, work: Path, app_dir: Path, *, rates: list[tuple[floa
     return read_phases(work, n, rtt_ms)
 
 
-def read_phases(work: Path, n: int, rtt_ms: float = 0.0) -> dict:
+def read_phases(work: Path, n: int, rtt_ms: float = 0.0) -> dict[str, Any]:
     """The phases of the run kept in ``work`` (its counters, round rows and relay logs), also
     ``phases.json`` there: what ``measure`` returns, and how a kept run is read again."""
     sampled = json.loads((work / "counters.json").read_text())
@@ -88,8 +89,9 @@ def read_phases(work: Path, n: int, rtt_ms: float = 0.0) -> dict:
     return measured
 
 
-def from_counters(sampler: CounterSampler, rows: list[dict], devs: list[str], n: int, t0: float,
-                  relays: list | None = None, rtt_s: float = 0.0) -> dict:
+def from_counters(sampler: CounterSampler, rows: list[dict[str, Any]], devs: list[str], n: int, t0: float,
+                  relays: list[tuple[list[tuple[float, str, int]], dict[str, float]]] | None = None,
+                  rtt_s: float = 0.0) -> dict[str, Any]:
     """The phases from the sampled counters. An upload may pause (the SuperNode pushes each reply object
     once its ClientApp has stored it, waiting 0.5 s for one that is not there yet), so an upload flow
     spans pauses of up to ``UPLOAD_GAP_S``; compute (seconds of silence) separates it from the download.
@@ -122,7 +124,9 @@ def merge_pieces(flows: list[Flow], message_bytes: float) -> list[Flow]:
     return merged
 
 
-def phases(rows, downs, ups, pushes, n, t0, client_side=None) -> dict:
+def phases(rows: list[dict[str, Any]], downs: dict[int, list[Flow]], ups: dict[int, list[Flow]], pushes: list[Flow],
+           n: int, t0: float, client_side: tuple[dict[int, list[Flow]], dict[int, list[Flow]]] | None = None
+           ) -> dict[str, Any]:
     """Per round and client, from the counters (wall clock) and fedgc's round rows. The round starts when
     the ServerApp pushes its messages to the SuperLink: the last big burst on the hub's loopback before
     the round's first download flow (the later bursts there are the replies it pulls). Its end is
@@ -171,7 +175,7 @@ def phases(rows, downs, ups, pushes, n, t0, client_side=None) -> dict:
     return {"rounds": rounds}
 
 
-def round_trips(network: dict, measured: dict) -> dict:
+def round_trips(network: dict[str, Any], measured: dict[str, Any]) -> dict[str, Any]:
     """The protocol's round trips per transfer on a constant link with an RTT: a download's time from the
     request that picked it up reaching the hub to its last byte at the SuperNode, an upload's from its
     first byte leaving the SuperNode to its last at the hub, less the bytes at the link's rate, in RTTs,

@@ -28,6 +28,12 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:  # types only: the relay itself runs without fedgc
+    from fedgc.shaped.netns import Star
+    from fedgc.shaped.processes import NamespaceProcess
+    from fedgc.shaped.traffic import Flow
 
 RELAY_PORT = 9190  # inside a client namespace, so a fixed port cannot collide
 CHUNK = 65536
@@ -161,7 +167,7 @@ def read_log(path: Path) -> tuple[list[tuple[float, str, int]], dict[str, float]
     return events, summary
 
 
-def event_flows(events: list[tuple[float, str, int]], direction: str, gap_s: float, min_bytes: int) -> list:
+def event_flows(events: list[tuple[float, str, int]], direction: str, gap_s: float, min_bytes: int) -> list[Flow]:
     """Flows of one direction of a relay's log: chunks no more than ``gap_s`` apart, first to last chunk."""
     from fedgc.shaped.traffic import Flow  # here: the relay itself runs without fedgc
 
@@ -171,19 +177,19 @@ def event_flows(events: list[tuple[float, str, int]], direction: str, gap_s: flo
     for t, d, nbytes in events:
         if d != direction:
             continue
-        if start is not None and t - end > gap_s:
-            flows.append(Flow(start, end, total))
+        if start is not None and t - cast(float, end) > gap_s:  # cast: end is set whenever start is
+            flows.append(Flow(start, cast(float, end), total))
             start = None
         if start is None:
             start, total = t, 0
         end, total = t, total + nbytes
     if start is not None:
-        flows.append(Flow(start, end, total))
+        flows.append(Flow(start, cast(float, end), total))  # cast: end is set whenever start is
     return [f for f in flows if f.nbytes >= min_bytes]
 
 
-def start_relay(star, namespace: str, target: str, delay_ms: float, workdir: Path, env: dict[str, str],
-                name: str, timeout_s: float = 15.0):
+def start_relay(star: Star, namespace: str, target: str, delay_ms: float, workdir: Path, env: dict[str, str],
+                name: str, timeout_s: float = 15.0) -> NamespaceProcess:
     """A relay process in ``namespace`` on ``127.0.0.1:RELAY_PORT`` → ``target`` (``HOST:PORT``),
     registered with ``star`` so ``Star.close()`` stops it (its log is written on SIGTERM). Returns the
     ``NamespaceProcess`` once it listens; its event log is ``workdir/NAME.events``."""

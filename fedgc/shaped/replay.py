@@ -21,7 +21,7 @@ def schedule(down: PeriodicRate, up: PeriodicRate, up_scale: float = 1.0) -> tup
         raise ValueError(f"trace replay: up and down traces need one period ({up.period} s vs {down.period} s)")
     times = sorted({t for t, _ in down.segments()} | {t for t, _ in up.segments()})
 
-    def rate_at(segments, t):
+    def rate_at(segments: list[tuple[float, float]], t: float) -> float:
         current = segments[0][1]
         for start, rate in segments:
             if start > t:

@@ -15,9 +15,10 @@ import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
-from typing import TypeVar
+from typing import TypeVar, cast
 
 Task = TypeVar("Task")
+Result = TypeVar("Result")
 # Imported once, by the fork server.
 PRELOAD = ["fedgc.sweeps.runner", "fedgc.runs.engines", "fedgc.core.parts", "fedgc.reports.plots"]
 
@@ -68,8 +69,8 @@ def parse_jobs(text: str) -> int:
     return int(text)
 
 
-def run_all(function: Callable[[Task], object], tasks: Sequence[Task], jobs: int,
-            started: Callable[[int], None] | None = None) -> list:
+def run_all(function: Callable[[Task], Result], tasks: Sequence[Task], jobs: int,
+            started: Callable[[int], None] | None = None) -> list[Result]:
     """``[function(task) for task in tasks]``, in up to ``jobs`` processes (``function`` and the tasks
     must pickle). ``started(i)`` is called as task i is handed out. The first task to raise (in the
     sweep's order, among those that ran) stops the others and its exception is raised here."""
@@ -101,5 +102,5 @@ def run_all(function: Callable[[Task], object], tasks: Sequence[Task], jobs: int
             wait(futures)
         for future in futures:  # the first failure in the sweep's order
             if future.done() and not future.cancelled() and future.exception() is not None:
-                raise future.exception()
+                raise cast(BaseException, future.exception())  # cast: not None, checked on the line above
         return [future.result() for future in futures]

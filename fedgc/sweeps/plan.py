@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # PyYAML ships no type information (types-PyYAML not installed)
 
 from fedgc.bounded import SCENARIO_MAX_BYTES, read_text
 from fedgc.errors import FedgcError
 from fedgc.scenario import yaml12
-from fedgc.scenario.model import Scenario, ScenarioError, parse_override, set_dotted, validate
+from fedgc.scenario.errors import ScenarioError
+from fedgc.scenario.model import Scenario, parse_override, set_dotted, validate
 
 MAX_SWEEP_POINTS = 1000
 MANIFEST = "sweep.yaml"  # in the sweep folder: what --resume needs to finish the sweep

@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import pickle
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # PyYAML ships no type information (types-PyYAML not installed)
 
 from fedgc.bounded import SCENARIO_MAX_BYTES, read_text, write_whole
 from fedgc.core.stop import INTERRUPTED
 from fedgc.plugins.registry import Carried
 from fedgc.runs.metrics import Summary
-from fedgc.scenario.model import Scenario, ScenarioError, dump_scenario, load_tree, parse_override, set_dotted
+from fedgc.scenario.errors import ScenarioError
+from fedgc.scenario.model import Scenario, dump_scenario, load_tree, parse_override, set_dotted
 from fedgc.sweeps.plan import (
     MANIFEST,
     SweepAxis,
@@ -119,7 +121,7 @@ def _pickled(point: SweepPoint, scenario: Scenario, jobs: int) -> bytes:
 
 
 def run_sweep(base_tree: dict[str, Any], axes: list[SweepAxis], out_dir: Path, *, quiet: bool = True,
-              log=None, resume: bool = False, jobs: int = 1) -> list[SweepRun]:
+              log: Callable[[str], object] | None = None, resume: bool = False, jobs: int = 1) -> list[SweepRun]:
     """Run every point into ``out_dir/<point folder>`` and write ``out_dir/report.md`` with its plots
     (with ``resume``, finish the sweep in ``out_dir``: see the module's docstring). ``jobs``: points
     run at a time, each in its own process (``fedgc.sweeps.jobs``; the same files as one at a time).
@@ -184,9 +186,10 @@ def sweep_main(scenario_path: str | None, overrides: list[str], sweeps: list[str
             print("\n".join(f"ok: {line}" for line in check_points(tree, axes)))
             return 0
         first_point_scenario = plan(tree, axes)[0][1]
-        again = bool(out) and not overwrite and is_sweep_folder(Path(out))
+        # cast: out is a non-empty str wherever it is read here (bool(out) before it)
+        again = bool(out) and not overwrite and is_sweep_folder(Path(cast(str, out)))
         if again:  # the same sweep command again: finish it (anything else there is refused)
-            out_dir, lock = Path(out), lock_existing(Path(out))
+            out_dir, lock = Path(cast(str, out)), lock_existing(Path(cast(str, out)))
             if read_manifest(out_dir) != (tree, axes):
                 lock.release()
                 raise SweepError(f"--out {out_dir} holds another sweep (its {MANIFEST} differs): choose a new "

@@ -14,6 +14,7 @@ precedence is in docs/wire-format.md), and raises ``CodecError``. No Flower here
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -78,7 +79,7 @@ def _floats(values: torch.Tensor | list[float], dtype: torch.dtype = torch.float
     return np.frombuffer(array.astype(NUMPY_DTYPES[dtype]).tobytes(), dtype=np.uint8)
 
 
-def _u8(values) -> np.ndarray:
+def _u8(values: list[int] | torch.Tensor) -> np.ndarray:
     return np.asarray(values, dtype=np.uint8).reshape(-1)
 
 
@@ -242,7 +243,7 @@ class _Reader:
         self.pos += used
         return torch.from_numpy(indices)
 
-    def packed(self, count: int, unpack) -> torch.Tensor:
+    def packed(self, count: int, unpack: Callable[[np.ndarray], object]) -> torch.Tensor:
         """``count`` bytes, checked by ``unpack`` (raises PackingError) before they are kept."""
         data = self.take(count)
         try:
@@ -301,10 +302,10 @@ def _decode_one(r: _Reader, kind: int, shape: tuple[int, ...]) -> Payload:
         if not 1 <= rank <= min(rows, cols):
             raise CodecError("bad-rank", f"{r.name}: rank {rank} for a {rows}x{cols} matrix")
         p = r.floats(rows * rank, dtype).reshape(rows, rank)
-        payload = LowRankPayload(p=p, q=r.floats(cols * rank, dtype).reshape(cols, rank), shape=shape)
-        if not torch.isfinite(payload.to_dense()).all():  # finite factors can still overflow P·Qᵀ
+        lowrank = LowRankPayload(p=p, q=r.floats(cols * rank, dtype).reshape(cols, rank), shape=shape)
+        if not torch.isfinite(lowrank.to_dense()).all():  # finite factors can still overflow P·Qᵀ
             raise CodecError("non-finite", f"{r.name}: P·Qᵀ overflows")
-        return payload
+        return lowrank
     if kind == STC:
         (scale,) = r.scales(1)
         indices = r.indices(n)

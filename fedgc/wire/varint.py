@@ -107,9 +107,9 @@ def _read_gaps(body: np.ndarray, count: int, numel: int) -> tuple[np.ndarray, in
         start = int(ends[-1]) + 1 if ends.size else 0
         failures.append((ends.size, VarintError("varint longer than 10 bytes")
                          if body.size - start >= MAX_VARINT_BYTES else IndexTruncated("truncated varint")))
-    failures = [f for f in failures if f is not None]
-    if failures:
-        raise min(failures, key=lambda f: f[0])[1]
+    found = [f for f in failures if f is not None]
+    if found:
+        raise min(found, key=lambda f: f[0])[1]
     return indices, int(ends[-1]) + 1
 
 

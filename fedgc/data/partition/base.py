@@ -20,7 +20,7 @@ import numpy as np
 from fedgc.errors import FedgcError
 
 if TYPE_CHECKING:
-    from flwr_datasets.partitioner import Partitioner
+    from flwr_datasets.partitioner import Partitioner  # type: ignore[import-untyped]  # flwr-datasets ships no py.typed
 
 INDEX = "_fedgc_index"
 
@@ -45,7 +45,7 @@ def run_partitioner(partitioner: Partitioner, columns: dict[str, Any], rows: np.
 
     A ``ValueError`` from flwr-datasets becomes a one-line ``PartitionError`` (plus ``hint``).
     """
-    from datasets import Dataset
+    from datasets import Dataset  # type: ignore[import-untyped]  # HF datasets ships no py.typed
 
     table = {key: np.asarray(value)[rows] for key, value in columns.items()}
     table[INDEX] = np.asarray(rows, dtype=np.int64)

@@ -16,7 +16,7 @@ from fedgc.data.partition.base import check_clients, draw_seed, run_partitioner
 def pathological(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *, classes_per_client: int,
                  groups: np.ndarray | None = None) -> list[np.ndarray]:
     require("data.partition", "pathological")
-    from flwr_datasets.partitioner import PathologicalPartitioner
+    from flwr_datasets.partitioner import PathologicalPartitioner  # type: ignore[import-untyped]  # flwr-datasets ships no py.typed
 
     check_clients(num_clients, len(labels), "pathological")
     partitioner = PathologicalPartitioner(num_partitions=num_clients, partition_by="label",

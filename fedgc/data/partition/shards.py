@@ -18,7 +18,7 @@ from fedgc.data.partition.base import PartitionError, check_clients, draw_seed, 
 def shards(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *, shards_per_client: int,
            groups: np.ndarray | None = None) -> list[np.ndarray]:
     require("data.partition", "shards")
-    from flwr_datasets.partitioner import ShardPartitioner
+    from flwr_datasets.partitioner import ShardPartitioner  # type: ignore[import-untyped]  # flwr-datasets ships no py.typed
 
     check_clients(num_clients, len(labels), "shards")
     if num_clients * shards_per_client > len(labels):

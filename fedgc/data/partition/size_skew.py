@@ -30,7 +30,7 @@ def size_skew(labels: np.ndarray, num_clients: int, rng: np.random.Generator, *,
               min_partition_size: int,
               groups: np.ndarray | None = None) -> list[np.ndarray]:
     require("data.partition", "size_skew")
-    from flwr_datasets.partitioner import SizePartitioner
+    from flwr_datasets.partitioner import SizePartitioner  # type: ignore[import-untyped]  # flwr-datasets ships no py.typed
 
     check_clients(num_clients, len(labels), "size_skew")
     sizes = skewed_sizes(len(labels), num_clients, size_sigma, min_partition_size, rng)

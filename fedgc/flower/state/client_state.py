@@ -139,8 +139,8 @@ def unpack_state(record: ArrayRecord | None, max_elements: int | None = None) ->
             # Scattered in NumPy from the stored bytes themselves (no copy of the indices or values).
             name = key.removeprefix(STATE_INDICES)
             values = _values(record[STATE_VALUES + name])
-            shape, indices = sparse.get(name) or (_values(record[STATE_SHAPE + name]), _values(record[key]))
-            shape = tuple(int(d) for d in shape.tolist())
+            dims, indices = sparse.get(name) or (_values(record[STATE_SHAPE + name]), _values(record[key]))
+            shape = tuple(int(d) for d in dims.tolist())
             dense = np.zeros(math.prod(shape), dtype=values.dtype)
             dense[indices.astype(np.int64, copy=False)] = values
             tensors[name] = torch.from_numpy(dense.reshape(shape))
@@ -169,13 +169,13 @@ def _check_sizes(record: ArrayRecord, max_elements: int) -> dict[str, tuple[np.n
             name = key.removeprefix(STATE_INDICES)
             if STATE_VALUES + name not in record or STATE_SHAPE + name not in record:
                 raise ValueError(f"state tensor {name!r:.80} is sparse without its values or shape")
-            shape = _values(record[STATE_SHAPE + name])
-            if shape.ndim != 1 or shape.size > 8 or bool((shape < 0).any()) or math.prod(shape.tolist()) > max_elements:
+            dims = _values(record[STATE_SHAPE + name])
+            if dims.ndim != 1 or dims.size > 8 or bool((dims < 0).any()) or math.prod(dims.tolist()) > max_elements:
                 raise ValueError(f"state tensor {name!r:.80} declares a shape beyond {max_elements} entries")
             indices = _values(record[key])
-            if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= math.prod(shape.tolist())):
+            if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= math.prod(dims.tolist())):
                 raise ValueError(f"state tensor {name!r:.80} has indices outside its shape")
-            sparse[name] = (shape, indices)
+            sparse[name] = (dims, indices)
     return sparse
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -63,8 +63,8 @@ class Link(ABC):
 
     def latency(self) -> float:
         """One-way delay of one transfer: RTT/2 plus a fresh uniform jitter draw in [0, jitter]."""
-        if self.jitter_s > 0:
-            return self.one_way_s + self.rng.uniform(0.0, self.jitter_s)
+        if self.jitter_s > 0:  # jitter > 0: __init__ gave rng a generator (cast: it is not None)
+            return self.one_way_s + cast(np.random.Generator, self.rng).uniform(0.0, self.jitter_s)
         return self.one_way_s
 
     def transfer_time(self, start: float, nbytes: int, direction: Direction) -> float:

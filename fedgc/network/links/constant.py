@@ -6,6 +6,8 @@ i.e. serialization at the link rate plus one-way propagation delay.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 
 from fedgc.network.links.base import Direction, Link, LinkInputs
@@ -13,7 +15,7 @@ from fedgc.network.links.base import Direction, Link, LinkInputs
 
 class ConstantLink(Link):
     @classmethod
-    def for_clients(cls, section, inputs: LinkInputs) -> list[Link]:
+    def for_clients(cls, section: Any, inputs: LinkInputs) -> list[Link]:
         return [cls(float(up), float(down), inputs.rtt_ms, inputs.jitter_ms, rng)
                 for up, down, rng in zip(inputs.up_mbps, inputs.down_mbps, inputs.rngs)]
 
@@ -28,8 +30,9 @@ class ConstantLink(Link):
         return nbytes * 8.0 / self.bps[direction]
 
     def transfer_time(self, start: float, nbytes: int, direction: Direction) -> float:
-        if self.jitter_s > 0:
-            return nbytes * 8.0 / self.bps[direction] + self.one_way_s + self.rng.uniform(0.0, self.jitter_s)
+        if self.jitter_s > 0:  # jitter > 0: Link.__init__ gave rng a generator (cast: it is not None)
+            rng = cast(np.random.Generator, self.rng)
+            return nbytes * 8.0 / self.bps[direction] + self.one_way_s + rng.uniform(0.0, self.jitter_s)
         return nbytes * 8.0 / self.bps[direction] + self.one_way_s
 
     def mean_bps(self, direction: Direction) -> float:

@@ -14,6 +14,8 @@ changes from the moment it starts.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 
 from fedgc.network.links.base import Direction, Link, LinkInputs
@@ -37,7 +39,7 @@ class _DirectionSegments:
 
 class GilbertElliottLink(Link):
     @classmethod
-    def for_clients(cls, section, inputs: LinkInputs) -> list[Link]:
+    def for_clients(cls, section: Any, inputs: LinkInputs) -> list[Link]:
         return [cls(float(up), float(down), inputs.rtt_ms, inputs.jitter_ms, rng, mean_good_s=section.mean_good_s,
                     mean_bad_s=section.mean_bad_s, bad_factor=section.bad_factor, good_loss=section.good_loss,
                     bad_loss=section.bad_loss)
@@ -59,7 +61,8 @@ class GilbertElliottLink(Link):
             for d, mbps in (("up", up_mbps), ("down", down_mbps))
         }
         self.bad_fraction = mean_bad_s / (mean_good_s + mean_bad_s)
-        first = BAD if self.rng.random() < self.bad_fraction else GOOD
+        # cast: the super().__init__ call above passed a generator, never None
+        first = BAD if cast(np.random.Generator, self.rng).random() < self.bad_fraction else GOOD
         self._ends: list[float] = []
         self._states: list[int] = [first]
         self._curves = {d: GrowingRate(self._segment_fn(d)) for d in ("up", "down")}
@@ -71,7 +74,8 @@ class GilbertElliottLink(Link):
         while self.first + len(self._ends) <= k:
             state = self._states[len(self._ends)]
             start = self._ends[-1] if self._ends else 0.0
-            self._ends.append(start + self.rng.exponential(self.mean_s[state]))
+            # cast: __init__ passed Link a generator, never None
+            self._ends.append(start + cast(np.random.Generator, self.rng).exponential(self.mean_s[state]))
             self._states.append(1 - state)
         return self._ends[k - self.first], self._states[k - self.first]
 

@@ -7,6 +7,8 @@ The uplink is either its own trace or the downlink trace scaled by ``up_scale``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from fedgc.network.links.base import Direction, Link, LinkInputs
@@ -15,7 +17,7 @@ from fedgc.network.piecewise import PeriodicRate
 
 class TraceLink(Link):
     @classmethod
-    def for_clients(cls, section, inputs: LinkInputs) -> list[Link]:
+    def for_clients(cls, section: Any, inputs: LinkInputs) -> list[Link]:
         """Client i replays trace pair i mod len(down), from a random point of it with ``random_start``."""
         links: list[Link] = []
         for i, rng in enumerate(inputs.rngs):

@@ -5,11 +5,16 @@ run; a group of seeds is its mean line with a ±std band (sample std)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fedgc.reports.plots.run import AccuracyPoint
 from fedgc.reports.plots.style import FIGSIZE, bytes_unit, marker_size, new_axes, save, say_no_data, time_unit
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 COMPARE_PLOT_FILES = ("compare_accuracy_vs_time.png", "compare_accuracy_vs_upload.png")
 # ``fedgc run --baseline``: the variants against simulated time and against every byte sent and received
@@ -74,7 +79,8 @@ def plot_baseline(runs: list[RunSeries], out_dir: Path, name: str) -> list[Path]
     ]
 
 
-def _overlay(runs: list[RunSeries], x_of, title: str, xlabel: str, path: Path, log_x: bool = False) -> Path:
+def _overlay(runs: list[RunSeries], x_of: Callable[[AccuracyPoint], float], title: str, xlabel: str, path: Path,
+             log_x: bool = False) -> Path:
     fig = overlay_figure(runs, x_of, title, xlabel, log_x)
     return save(fig, path, legend_outside=any(run.points for run in runs))
 
@@ -89,7 +95,8 @@ def counted(runs: list[RunSeries]) -> str:
     return plural(total, "run") if total == len(runs) else f"{plural(len(runs), 'line')}, {plural(total, 'run')}"
 
 
-def overlay_figure(runs: list[RunSeries], x_of, title: str, xlabel: str, log_x: bool = False):
+def overlay_figure(runs: list[RunSeries], x_of: Callable[[AccuracyPoint], float], title: str, xlabel: str,
+                   log_x: bool = False) -> Figure:
     """The overlay as a matplotlib figure, not yet saved (``log_x``: a log x axis, points at 0 left out)."""
     width, height = FIGSIZE
     fig, ax = new_axes(f"{title} ({counted(runs)})", xlabel, "test accuracy (%)",

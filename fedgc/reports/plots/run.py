@@ -5,8 +5,10 @@ in both directions (accuracy vs bytes up + down, beside the uploads alone)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +26,9 @@ from fedgc.reports.plots.style import (
     time_unit,
 )
 from fedgc.runs.metrics import RoundRecord
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 RUN_PLOT_FILES = ("accuracy_vs_time.png", "accuracy_vs_upload.png", "accuracy_vs_total_bytes.png",
                   "round_duration.png", "participation.png", "upload_bytes.png", "upload_time.png")
@@ -139,7 +144,8 @@ def _accuracy_vs_total_bytes(points: list[AccuracyPoint], title: str, path: Path
     return save(fig, path)
 
 
-def _accuracy_line(ax, xs: list[float], points: list[AccuracyPoint], label: str, target: float | None = None) -> None:
+def _accuracy_line(ax: Axes, xs: list[float], points: list[AccuracyPoint], label: str,
+                   target: float | None = None) -> None:
     if not points:
         say_no_data(ax, "no evaluated rounds")
         return
@@ -191,7 +197,7 @@ def _participation(rows: list[RoundRecord], title: str, path: Path) -> Path:
     return save(fig, path)
 
 
-def _distribution(per_round: dict[int, list[float]], kind: str, title: str, path: Path) -> Path:
+def _distribution(per_round: Mapping[int, Sequence[float]], kind: str, title: str, path: Path) -> Path:
     """Left: histogram of every completed client's upload over the run. Right: per round, median and range."""
     values = [v for round_values in per_round.values() for v in round_values]
     unit = (bytes_unit if kind == "bytes" else time_unit)(max(values, default=0.0))

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from fedgc.bounded import writing
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.axis import Axis
+    from matplotlib.legend import Legend
 
 # Figures are built with matplotlib's object API (no pyplot): saving a PNG needs no backend, and a
 # notebook's or application's own matplotlib backend and open figures are left alone.
@@ -43,29 +49,29 @@ def bytes_unit(largest_bytes: float) -> Unit:
     return Unit("B", 1.0)
 
 
-def new_figure(figsize=FIGSIZE) -> Figure:
+def new_figure(figsize: tuple[float, float] = FIGSIZE) -> Figure:
     return Figure(figsize=figsize, dpi=DPI)
 
 
-def new_axes(title: str, xlabel: str, ylabel: str, figsize=FIGSIZE):
+def new_axes(title: str, xlabel: str, ylabel: str, figsize: tuple[float, float] = FIGSIZE) -> tuple[Figure, Axes]:
     fig = new_figure(figsize)
     ax = fig.subplots()
     decorate(ax, title, xlabel, ylabel)
     return fig, ax
 
 
-def decorate(ax, title: str, xlabel: str, ylabel: str) -> None:
+def decorate(ax: Axes, title: str, xlabel: str, ylabel: str) -> None:
     ax.set_title(title, fontsize=10)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
 
 
-def say_no_data(ax, text: str) -> None:
+def say_no_data(ax: Axes, text: str) -> None:
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="0.4")
 
 
-def save(fig, path: Path, *, legend_outside: bool = False) -> Path:
+def save(fig: Figure, path: Path, *, legend_outside: bool = False) -> Path:
     """Fixed margins (fit for these labels; a layout engine would double the drawing time), or a tight
     bounding box when the legend sits outside the axes. The PNG carries its axes' titles (``Title``)
     and its legends' labels (``Description``, ``; ``-separated) as text, for whoever reads it by program."""
@@ -78,18 +84,20 @@ def save(fig, path: Path, *, legend_outside: bool = False) -> Path:
     return path
 
 
-def _text_of(fig) -> dict[str, str]:
+def _text_of(fig: Figure) -> dict[str, str]:
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
-    labels = [text.get_text() for ax in fig.axes if ax.get_legend() is not None for text in ax.get_legend().get_texts()]
+    # cast: the second get_legend() is the legend the first found not None (mypy cannot know a call repeats)
+    labels = [text.get_text() for ax in fig.axes if ax.get_legend() is not None
+              for text in cast("Legend", ax.get_legend()).get_texts()]
     return {"Title": " / ".join(titles), "Description": "; ".join(labels)}
 
 
-def integer_ticks(axis) -> None:
+def integer_ticks(axis: Axis) -> None:
     """Whole-number ticks (rounds, client counts)."""
     axis.set_major_locator(MaxNLocator(integer=True))
 
 
-def headroom(ax, top: float, factor: float = 1.4) -> None:
+def headroom(ax: Axes, top: float, factor: float = 1.4) -> None:
     """Start the y axis at 0 and leave room above the data for a legend."""
     ax.set_ylim(0, (top if top > 0 else 1.0) * factor)
 
