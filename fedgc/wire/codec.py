@@ -219,21 +219,16 @@ class _Reader:
         return VALUE_DTYPES[code]
 
     def indices(self, numel: int) -> torch.Tensor:
-        try:
-            indices, used = decode_indices(self.data[self.pos :], numel)
-        except VarintError as err:
-            raise CodecError("bad-varint", f"{self.name}: {err}") from None
-        except IndexTruncated as err:
-            raise CodecError("truncated", f"{self.name}: {err}") from None
-        except IndexCodingError as err:
-            raise CodecError("bad-indices", f"{self.name}: {err}") from None
-        self.pos += used
-        return torch.from_numpy(indices)
+        """A version 1 index block (delta varints or a bitmap, ``fedgc.wire.varint``)."""
+        return self._index_block(decode_indices, numel)
 
     def rice(self, numel: int) -> torch.Tensor:
         """A version 3 index block (``fedgc.wire.golomb``)."""
+        return self._index_block(decode_rice, numel)
+
+    def _index_block(self, decode: Callable[[np.ndarray, int], tuple[np.ndarray, int]], numel: int) -> torch.Tensor:
         try:
-            indices, used = decode_rice(self.data[self.pos :], numel)
+            indices, used = decode(self.data[self.pos :], numel)
         except VarintError as err:
             raise CodecError("bad-varint", f"{self.name}: {err}") from None
         except IndexTruncated as err:
