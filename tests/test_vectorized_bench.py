@@ -25,7 +25,12 @@ def test_gpu_bench_quick_on_the_cpu():
         work = figures[name]
         for way in ("bare_loop", "bare_vmap", "fedgc_sequential", "fedgc_vectorized"):
             assert work[f"{way}_s"] > 0
-        assert work["max_abs_delta_diff_seq_vs_vec"] < 1e-5  # the two executors agree on the bench's data
+    # The two executors agree on the bench's data: the 2NN to rounding; the CNN's training at lr 0.05
+    # amplifies rounding over its steps (bench/gpu.py, client_data), and oneDNN's AVX2 kernels (fedgc's
+    # portable default) round its batched convolutions otherwise than its per-client ones: 1.4e-4 here,
+    # 3e-8 with FEDGC_CPU_KERNELS=native on an AVX-512 CPU. tests/test_vectorized.py holds every model to 1e-5.
+    assert figures["2nn100"]["max_abs_delta_diff_seq_vs_vec"] < 1e-5
+    assert figures["cnn10"]["max_abs_delta_diff_seq_vs_vec"] < 1e-3
     assert figures["2nn100"]["fedgc_cpu_sequential_s"] == figures["2nn100"]["fedgc_sequential_s"]
     assert figures["notices"] == []
 
