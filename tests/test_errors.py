@@ -124,3 +124,47 @@ def test_a_public_call_refuses_an_argument_of_the_wrong_kind_in_one_line_before_
     with pytest.raises(ChoiceError) as caught:
         call()
     assert str(caught.value).startswith(start) and "\n" not in str(caught.value)
+
+
+class _Pairs:
+    """A torch-style Dataset (len and [i]) of the items given."""
+
+    def __init__(self, items: list) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int):
+        return self.items[i]
+
+
+HOSTILE_OBJECTS = {
+    "Scenario.from_yaml(None)": (lambda: fedgc.Scenario.from_yaml(None), "ScenarioError",
+                                 "scenario: expected a YAML file's path or a built-in's name, not NoneType"),
+    "Scenario.from_yaml with overrides that are a list": (
+        lambda: fedgc.Scenario.from_yaml("quickstart", ["rounds=3"]), "ScenarioError",
+        "overrides: expected a mapping of dotted keys to values, not list"),
+    "UserData.from_torch(5, 6)": (lambda: fedgc.UserData.from_torch(5, 6), "UserDataError",
+                                  "train: expected a torch Dataset (len and [i]), not int"),
+    "UserData.from_torch of items that are not pairs": (
+        lambda: fedgc.UserData.from_torch(_Pairs([np.zeros(3)]), _Pairs([])), "UserDataError",
+        "train: item 0 is not a (features, label) pair with an integer label"),
+    "UserData.from_torch of an empty test set": (
+        lambda: fedgc.UserData.from_torch(_Pairs([(np.zeros(2), 1)]), _Pairs([])), "UserDataError",
+        "test: no samples"),
+    "UserData.from_torch of features of two shapes": (
+        lambda: fedgc.UserData.from_torch(_Pairs([(np.zeros(2), 1), (np.zeros(3), 0)]), _Pairs([])),
+        "UserDataError", "train: the features differ in shape"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_OBJECTS))
+def test_a_python_object_of_the_wrong_kind_is_one_line_of_the_family(case):
+    """Objects given to the API are input: the wrong kind is a one-line ``FedgcError`` of the documented
+    class, never a ``TypeError`` or numpy's ``ValueError`` from inside fedgc."""
+    call, kind, start = HOSTILE_OBJECTS[case]
+    with pytest.raises(fedgc.FedgcError) as caught:
+        call()
+    assert type(caught.value).__name__ == kind
+    assert str(caught.value).startswith(start) and "\n" not in str(caught.value)

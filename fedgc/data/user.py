@@ -57,15 +57,26 @@ class UserData:
         """Two torch ``Dataset``s of ``(features, label)`` pairs, read once into arrays."""
 
         def arrays(dataset: Any, which: str) -> tuple[np.ndarray, np.ndarray]:
-            count = len(dataset)
+            try:
+                count = len(dataset)
+            except TypeError:
+                raise UserDataError(f"{which}: expected a torch Dataset (len and [i]), not {type(dataset).__name__}") from None
             if count > MAX_USER_SAMPLES:
                 raise UserDataError(f"{which}: {count} samples, more than {MAX_USER_SAMPLES}")
+            if count == 0:
+                raise UserDataError(f"{which}: no samples")
             xs, ys = [], []
             for i in range(count):
-                x, y = dataset[i]
+                try:
+                    x, y = dataset[i]
+                    ys.append(int(y))
+                except (TypeError, ValueError):
+                    raise UserDataError(f"{which}: item {i} is not a (features, label) pair with an integer label") from None
                 xs.append(np.asarray(x))
-                ys.append(int(y))
-            return np.stack(xs), np.asarray(ys, dtype=np.int64)
+            try:
+                return np.stack(xs), np.asarray(ys, dtype=np.int64)
+            except ValueError as err:  # features of different shapes
+                raise UserDataError(f"{which}: the features differ in shape ({str(err).splitlines()[0][:80]})") from None
 
         x_train, y_train = arrays(train, "train")
         x_test, y_test = arrays(test, "test")

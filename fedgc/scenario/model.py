@@ -99,6 +99,10 @@ class Scenario(_Section):
     def from_yaml(cls, path: str | Path, overrides: Mapping[str, Any] | None = None) -> Scenario:
         """Read and validate a scenario file (or the built-in scenario a bare name that is no file here
         names: ``fedgc scenarios``); ``overrides``: ``{dotted key: value}`` as ``--set`` takes."""
+        if not isinstance(path, (str, Path)):
+            raise ScenarioError(f"scenario: expected a YAML file's path or a built-in's name, not {type(path).__name__}")
+        if overrides is not None and not isinstance(overrides, Mapping):
+            raise ScenarioError(f"overrides: expected a mapping of dotted keys to values, not {type(overrides).__name__}")
         return load_scenario(path).with_overrides(overrides or {})
 
     @classmethod
