@@ -13,8 +13,9 @@ With ``--write`` it also writes its table between the ``<!-- NAME-repro:begin --
 accuracy curves to ``docs/img/NAME_accuracy.png``.
 
 Resumable: a run folder whose ``summary.json`` says it completed the requested rounds is reused
-(``--rerun`` runs it again). ``--partial`` runs nothing and reports the runs so far, up to their last
-evaluation (marked partial).
+(``--rerun`` runs it again), and one cut short (a ``checkpoint.pt``, and no ``summary.json`` or one
+that says ``stopped_reason: interrupted``) goes on from its last checkpoint (``fedgc run --resume``).
+``--partial`` runs nothing and reports the runs so far, up to their last evaluation (marked partial).
 
 Variants (all at the scenario's model, batch and learning rate; ``C`` = ``compression.clip_norm``,
 ``N`` = ``data.num_clients``, ``m`` = ``compression.momentum``):
@@ -164,12 +165,17 @@ def run_one(scenario: Path, run_dir: Path, sets: list[str], rounds: int, rerun: 
     done = summary_path.is_file() and json.loads(summary_path.read_text()).get("rounds") == rounds
     if (not done and not partial) or (rerun and not partial):
         run_dir.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "fedgc.cli.run", str(scenario), "--out", str(run_dir), "--overwrite", "--quiet"]
-        for s in sets:
-            cmd += ["--set", s]
+        stopped = json.loads(summary_path.read_text()).get("stopped_reason") if summary_path.is_file() else None
+        if not rerun and (run_dir / "checkpoint.pt").is_file() and stopped in (None, "interrupted"):
+            # A run cut short (the bench stopped, the machine went away): go on from its last checkpoint.
+            cmd = [sys.executable, "-m", "fedgc.cli.run", "--resume", str(run_dir), "--quiet"]
+        else:
+            cmd = [sys.executable, "-m", "fedgc.cli.run", str(scenario), "--out", str(run_dir), "--overwrite", "--quiet"]
+            for s in sets:
+                cmd += ["--set", s]
         env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
         start = time.time()
-        with open(run_dir.with_suffix(".log"), "w") as log:
+        with open(run_dir.with_suffix(".log"), "a") as log:
             rc = subprocess.run(cmd, check=False, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
         print(f"{run_dir}: rc={rc} in {time.time() - start:.0f}s", file=sys.stderr, flush=True)
     metrics = run_dir / "metrics.jsonl"

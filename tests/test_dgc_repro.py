@@ -107,3 +107,33 @@ def test_last_line_is_strict_json(repro):
     fig = repro.figures({"dense": repro.aggregate({0: run})})
     assert fig["dense"]["early_accuracy"] is None and fig["dense"]["wall_time_s"] is None
     json.dumps(fig, allow_nan=False)  # raises on NaN or infinity
+
+
+TINY = {"name": "tiny", "seed": 3, "rounds": 3, "checkpoint_every": 1,
+        "data": {"dataset": "digits", "num_clients": 4, "partition": "iid"}, "model": {"name": "logreg"},
+        "client": {"local_steps": 2, "batch_size": 16, "lr": 0.1}, "compression": {"name": "topk", "density": 0.1},
+        "strategy": {"fraction": 1.0}, "eval": {"every": 1}}
+
+
+def test_a_run_cut_short_goes_on_from_its_checkpoint_and_a_finished_one_is_kept(repro, tmp_path, monkeypatch):
+    """Long runs span sessions: a run folder with a checkpoint whose summary says it was interrupted
+    is resumed (``fedgc run --resume``), not started again; a finished one is read as it is."""
+    import yaml
+
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(yaml.safe_dump(TINY))
+    run_dir = tmp_path / "seed3" / "dgc"
+    commands: list[list[str]] = []
+    real_run = repro.subprocess.run
+    monkeypatch.setattr(repro.subprocess, "run", lambda cmd, **kw: commands.append(cmd) or real_run(cmd, **kw))
+    assert repro.run_one(scenario, run_dir, [], 3, False, False)["rounds"] == 3
+    assert "--overwrite" in commands[-1]
+    metrics = (run_dir / "metrics.jsonl").read_bytes()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    (run_dir / "summary.json").write_text(json.dumps({**summary, "rounds": 2, "stopped_reason": "interrupted"}))
+    assert repro.run_one(scenario, run_dir, [], 3, False, False)["rounds"] == 3
+    assert commands[-1][-3:] == ["--resume", str(run_dir), "--quiet"]
+    assert json.loads((run_dir / "summary.json").read_text())["stopped_reason"] == "completed"
+    assert (run_dir / "metrics.jsonl").read_bytes() == metrics  # the resumed rounds are the same rounds
+    repro.run_one(scenario, run_dir, [], 3, False, False)
+    assert len(commands) == 2  # finished: nothing run again

@@ -302,3 +302,29 @@ def test_the_guard_counts_a_session_only_while_the_watched_process_leads_it():
         leader.wait()
         assert watched.processes() == [member], "the remembered tree outlives its leader"
         assert terminate(watched.processes, grace_s=2.0) == [] and not alive(member)
+
+
+@pytest.mark.parametrize("side", ["-journal", "-wal", "-shm"])
+def test_a_link_beside_the_client_state_store_is_refused_on_resume_and_by_the_store(run, tmp_path, side, capsys):
+    """SQLite opens its journal (truncated to nothing after each commit), write-ahead log and shared
+    memory beside the store by name, following links: a link there would have SQLite write, or empty,
+    the file it names. ``--resume`` refuses such a folder before anything is written, and the store
+    itself refuses to open beside one; the file named keeps its bytes."""
+    from fedgc.flower.state.disk_store import DiskStore, StoreError
+
+    victim = tmp_path / "victim"
+    victim.write_bytes(VICTIM)
+    name = "client-state.sqlite" + side
+    (run / name).symlink_to(victim)
+    assert main(["--resume", str(run), "--quiet"]) == 2
+    assert f"its {name} is a link" in one_error_line(capsys)
+    store = tmp_path / "store" / "client-state.sqlite"
+    store.parent.mkdir()
+    DiskStore(store, fresh=True)  # a real store (its empty journal left beside it), then the link
+    Path(str(store) + side).unlink(missing_ok=True)
+    Path(str(store) + side).symlink_to(victim)
+    with pytest.raises(StoreError, match=f"{name} is a link; nothing was written through it"):
+        DiskStore(store)
+    assert victim.read_bytes() == VICTIM and Path(str(store) + side).is_symlink()
+    DiskStore(store, fresh=True)  # a fresh store removes the link itself, not what it names
+    assert not Path(str(store) + side).is_symlink() and victim.read_bytes() == VICTIM

@@ -47,7 +47,7 @@ FEDGC_MARKERS = ("scenario.yaml", "report.md", "sweep.yaml", "comparison.md", LO
 RUN_FILES = ("scenario.yaml", "sweep.yaml", CHECKPOINT, CHECKPOINT + ".tmp", "metrics.jsonl", "metrics.jsonl.tmp",
              "clients.jsonl", "clients.jsonl.tmp", "failures.jsonl", "failures.jsonl.tmp", "summary.json",
              "summary.json.tmp", "model.pt", "model.pt.tmp", "report.md", "comparison.md", "client-state.sqlite",
-             "flower-logs")
+             "client-state.sqlite-journal", "client-state.sqlite-wal", "client-state.sqlite-shm", "flower-logs")
 
 
 def _regular(path: Path) -> bool:

@@ -58,6 +58,7 @@ from fedgc.flower.state.state_bytes import decode_state, encode_state
 STORE_FORMAT = 2
 BUSY_TIMEOUT_MS = 120_000
 CACHE_KIB = 64 * 1024  # SQLite's page cache per connection
+SIDE_FILES = ("", "-journal", "-wal", "-shm")  # the store and the files SQLite keeps beside it
 
 
 class StoreError(StateFileError):
@@ -81,8 +82,11 @@ class DiskStore:
         self._conn: sqlite3.Connection | None = None
         self.generation = 0  # newest generation written by this process
         if fresh:
-            for suffix in ("", "-journal", "-wal", "-shm"):
-                Path(str(self.path) + suffix).unlink(missing_ok=True)
+            for suffix in SIDE_FILES:
+                Path(str(self.path) + suffix).unlink(missing_ok=True)  # (a link itself, never what it names)
+        for suffix in SIDE_FILES:  # SQLite opens these by name and follows links: the journal it truncates
+            if Path(str(self.path) + suffix).is_symlink():
+                raise StoreError(f"client-state store {self.path}{suffix} is a link; nothing was written through it")
         try:
             conn = self._connection()
             conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value)")
