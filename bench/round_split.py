@@ -2,7 +2,8 @@
 
 ``RoundSplit(grid)`` wraps, in this process: local training (``client_app.local_update``, and the
 vectorized executor), compression and encoding of the update (``compress_update``, ``encode_update``),
-the client-state store's loads and writes (the grid's ``store``), Flower's wire serialization of every
+the client-state store's loads and writes (the grid's ``store``; with the disk store, the time the
+round waits for its I/O thread), Flower's wire serialization of every
 message (``inline_grid.roundtrip``), the server's aggregation (``FedgcStrategy.aggregate``), the whole
 exchange (``SimulatedExchange.run``, which runs the clients) and evaluation. ``per_round`` gives
 seconds per round for each, with ``network model`` = exchange − the clients' execution and ``other``
@@ -30,6 +31,8 @@ class RoundSplit:
         self._wrap(client_app, "encode_update", "compression")
         self._wrap(grid.store, "load", "state I/O")
         self._wrap(grid.store, "save", "state I/O")
+        self._wrap(grid.store, "prefetch", "state I/O")  # the disk store's I/O thread: what the round waits for
+        self._wrap(grid.store, "flush", "state I/O")
         self._wrap(inline_grid, "roundtrip", "wire serialization")
         self._wrap(FedgcStrategy, "aggregate", "aggregation")
         self._wrap(SimulatedExchange, "run", "exchange")

@@ -585,3 +585,65 @@ def test_a_run_without_a_folder_keeps_its_disk_store_in_a_temporary_folder_it_re
     assert all(len(folders) == 1 and STORE_FILE in next(iter(folders.values())) for folders in seen), seen
     assert len({name for folders in seen for name in folders}) == 1, "one folder for the whole run"
     assert not list(tmp_path.glob(f"{STORE_DIR_PREFIX}*")), "the temporary store folder was left behind"
+
+
+def test_the_store_thread_reads_ahead_and_writes_behind_with_the_same_results(tmp_path):
+    """The inline engine's store (``ThreadedStore``): a state read ahead of a later save of its client
+    is read again, so every load gives the newest state saved before it; a checkpoint records every
+    save queued before it; the file holds what the store alone would have written."""
+    from fedgc.flower.state.store_thread import MAX_AHEAD, ThreadedStore
+
+    store = ThreadedStore(DiskStore(tmp_path / STORE_FILE, fresh=True))
+    store.save(1, 1, _state(1.0))
+    store.prefetch(1)  # queued before the next save of client 1: not what a load after it may give
+    store.save(1, 2, _state(2.0))
+    assert torch.equal(_u(store, 1), torch.full((3, 4), 2.0))
+    store.prefetch(1)
+    assert torch.equal(_u(store, 1), torch.full((3, 4), 2.0))  # read ahead after the save: taken
+    for client in range(2, 12):
+        store.prefetch(client)  # never loaded: at most MAX_AHEAD wait, the rest are dropped
+        assert len(store._ahead) <= MAX_AHEAD
+        store.save(client, 2, _state(float(client)))
+    assert len(store.load(99)) == 0  # a client never saved: an empty state, as from the store alone
+    mark = store.state_dict()  # after every queued save
+    assert mark["store"]["rows"][:, 0].tolist() == list(range(1, 12))
+    store.close()
+    plain = DiskStore(tmp_path / STORE_FILE)
+    assert [float(_u(plain, c)[0, 0]) for c in range(1, 12)] == [2.0, *map(float, range(2, 12))]
+    plain.check_mark(mark)
+    plain.close()
+
+
+def test_a_write_the_store_thread_could_not_make_stops_the_round_in_one_line(tmp_path):
+    """A save queued on the I/O thread that finds the disk full is raised, as the same one line, by
+    the next call into the store or at the latest by ``flush`` (the grid's end of a round); the
+    states written before it are intact and the store goes back to its checkpoint."""
+    from fedgc.flower.state.store_thread import ThreadedStore
+
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True,
+                          check=False)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({made.stderr.decode(errors='replace').strip()[:80]})")
+    try:
+        u = torch.randn(65_536, generator=torch.Generator().manual_seed(0))  # 256 KiB a state
+        state = RecordDict({"fedgc.memory": ArrayRecord({"u": u})})
+        store = ThreadedStore(DiskStore(mount / STORE_FILE))
+        store.save(1, 1, state)
+        store.save(2, 1, state)
+        mark = store.state_dict()
+        with pytest.raises(StoreError) as full:
+            for client in range(3, 100):
+                store.save(client, 2, state)
+            store.flush()
+        assert str(full.value) == f"client-state store {mount / STORE_FILE}: database or disk is full"
+        store.close()
+        reopened = DiskStore(mount / STORE_FILE)
+        assert {1, 2} <= set(reopened.clients())
+        assert all(torch.equal(_u_of(reopened.load(c)), u) for c in reopened.clients())
+        reopened.load_state_dict(mark)
+        assert reopened.clients() == [1, 2]
+        reopened.close()
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

@@ -15,8 +15,11 @@ against fedgc's Python codec and compressors, byte for byte.
   DGC with warm-up densities, momentum masking, local clipping (N^-1/2), fp16 values and an unapplied
   update restored; DGC Nesterov without masking; DGC with its momentum stored in bfloat16; top-k with
   error feedback, fp16 saturation and a restored update; top-k without error feedback and dense small
-  tensors off. Three cases save the Java client's state (ClientCompression.save) after a round and go
-  on as a fresh client that loaded the file, two of them right after the round whose update goes
+  tensors off; and the same with wire format v3's value encodings (``value_dtype`` int8, int4, sign:
+  the blob in version 3 as the ClientApp's ``encode_update`` writes it, dense entries fp16, the
+  quantization's rounding kept in DGC's velocity or top-k's residual, or dropped without error
+  feedback). Cases save the Java client's state (ClientCompression.save) after a round and go
+  on as a fresh client that loaded the file, some of them right after the round whose update goes
   unapplied (so the restored update comes from the file).
 Skipped, with one line, only where no JDK/protoc/protobuf-java is installed (fixture of test_jvm_client).
 """
@@ -38,12 +41,13 @@ import torch
 from fedgc.compress.base import CompressionContext
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.dgc import clip_update
+from fedgc.compress.payloads import CodedSparsePayload, SparsePayload
 from fedgc.compress.registry import COMPRESSORS
 from fedgc.compress.update import build_compression, compress_update
 from fedgc.compress.warmup import scheduled_density
 from fedgc.flower.client.client_app import settle_pending
 from fedgc.flower.state.client_state import pack_state, unpack_state
-from fedgc.flower.update_record import UPDATE_KEY, encode_update
+from fedgc.flower.update_record import UPDATE_KEY, encode_update, wire_version
 from fedgc.wire.codec import CodecError, decode_bytes, encode_bytes
 from fedgc.wire.varint import encode_varints
 
@@ -139,7 +143,6 @@ def test_java_value_encodings_equal_pythons(tmp_path):
     """``Quantize.quantize`` (what the receiver sees: the error-feedback half) and the v3 blob of one
     sparse entry equal fedgc's ``quantize`` and ``encode_bytes(..., version=3, values, block)`` bit for
     bit; where Python refuses (values too near the f32 maximum for a scaled encoding), Java does too."""
-    from fedgc.compress.payloads import SparsePayload
     from fedgc.wire.quantize import quantize
 
     cases = list(quantize_cases())
@@ -374,14 +377,41 @@ CASES = {
     "topk_no_ef": {
         "config": {"name": "topk", "density": 0.1, "error_feedback": False, "dense_small_tensors": False},
         "num_clients": 2, "scales": [1.0, 1.0, 2.0, 1.0, 1.0, 0.5], "unapplied": {4}},
+    # Wire format v3 (value_dtype int8, int4, sign): the sparse values coded with one scale per tensor,
+    # dense entries fp16, the blob version 3; the rounding kept by the memory (none without error feedback).
+    # DGC int8 with warm-up and clipping; round 3 unapplied, the state saved right after it
+    "dgc_int8_warmup_clip": {
+        "config": {"name": "dgc", "density": 0.01, "warmup_rounds": 4, "clip_norm": 1.3, "value_dtype": "int8"},
+        "num_clients": 4, "scales": [0.005, 0.02, 0.015, 0.03, 0.004, 0.02, 0.05], "unapplied": {3},
+        "restart_after": 3},
+    # DGC Nesterov in int4 (many kept values round to code 0: sent as 0, not masked), biases coded too
+    "dgc_int4_nesterov": {
+        "config": {"name": "dgc", "density": 0.05, "nesterov": True, "momentum": 0.8, "value_dtype": "int4",
+                   "dense_small_tensors": False},
+        "num_clients": 1, "scales": [0.1, 0.2, 0.1, 0.3, 0.1, 0.2], "unapplied": {2}},
+    # top-k with error feedback in sign (±mean magnitude); round 5 unapplied, the state saved after it
+    "topk_ef_sign": {
+        "config": {"name": "topk", "density": 0.03, "value_dtype": "sign"},
+        "num_clients": 3, "scales": [1.0, 3e4, 1.0, 0.5, 2.0, 1.0], "unapplied": {5}, "restart_after": 5},
+    # top-k with error feedback in int8, dense biases fp16
+    "topk_ef_int8": {
+        "config": {"name": "topk", "density": 0.05, "value_dtype": "int8"},
+        "num_clients": 2, "scales": [1.0, 0.5, 2.0, 1.0, 1.0, 0.5], "unapplied": {3}},
+    # top-k without error feedback in int4 (the rounding dropped with the unsent entries), biases coded
+    "topk_no_ef_int4": {
+        "config": {"name": "topk", "density": 0.1, "error_feedback": False, "dense_small_tensors": False,
+                   "value_dtype": "int4"},
+        "num_clients": 2, "scales": [1.0, 1.0, 2.0, 1.0, 1.0, 0.5], "unapplied": {4}},
 }
+V3_CASES = sorted(name for name, case in CASES.items() if case["config"].get("value_dtype") in ("int8", "int4", "sign"))
 SHAPES = {"features.0.weight": (8, 3, 3, 3), "features.0.bias": (8,), "fc.weight": (40, 50), "fc.bias": (40,),
           "head.weight": (10, 40), "head.bias": (10,)}
 
 
 def python_client(config: CompressionConfig, rounds: list[dict]):
     """fedgc's client_app.train() compression path, round by round: memory and pending updates kept in
-    Flower's context state (pack_state / unpack_state), settled against applied-rounds."""
+    Flower's context state (pack_state / unpack_state), settled against applied-rounds; each blob in the
+    version ``encode_update`` writes (``wire_version``: 3 when a payload's values are coded)."""
     state_memory, state_pending, blobs = None, None, []
     memory = None
     for spec in rounds:
@@ -392,7 +422,7 @@ def python_client(config: CompressionConfig, rounds: list[dict]):
                                  generator=torch.Generator().manual_seed(99))
         compressed = compress_update({k: v.clone() for k, v in spec["delta"].items()}, compressor, memory, ctx,
                                      dense_small_tensors=config.dense_small_tensors, value_dtype=config.value_dtype)
-        blobs.append(encode_bytes(compressed.payloads))
+        blobs.append(encode_bytes(compressed.payloads, version=wire_version(compressed.payloads)))
         state_memory = pack_state(memory.state_dict())
         state_pending = pack_state({f"{spec['round']}/{k}": v for k, v in compressed.sent.items()})
         spec["elements"] = (compressed.elements_sent, compressed.elements_total)
@@ -494,3 +524,7 @@ def test_java_compression_is_byte_identical_to_pythons(tmp_path, name):
         assert {k.split("/", 2)[1] for k in saved.files if k.startswith("pending/")} == {str(case["restart_after"])}
     if config.value_dtype == "fp16":  # fp16 values were sent: the residual kept their rounding error
         assert any(bool((t != 0).any()) for k, t in state.items() if not k.startswith("dgc_momentum/"))
+    if name in V3_CASES:  # every blob is version 3 (the weights are sparse), and holds coded values
+        assert all(blob[0] == 3 for blob in expected), [blob[0] for blob in expected]
+        sparse = [p for p in decode_bytes(expected[-1], SHAPES).values() if isinstance(p, SparsePayload)]
+        assert sparse and all(isinstance(p, CodedSparsePayload) for p in sparse)

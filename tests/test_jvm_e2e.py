@@ -124,6 +124,59 @@ def test_java_downloads_and_digests_equal_the_vectors(tmp_path, jar):  # noqa: F
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stdout + result.stderr
 
 
+def test_java_applies_v3_downloads_bit_for_bit(tmp_path, jar):  # noqa: F811
+    """Compressed downloads made by fedgc's server code (``make_download``, the blob in the version
+    ``encode_update`` writes) with ``downlink.value_dtype`` int8, int4 and sign (blob version 3) and
+    fp16 (version 1): Java rebuilds Python's new replica bit for bit and its digest."""
+    import torch
+
+    from fedgc.compress.downlink import DownlinkConfig, make_download, model_digest
+    from fedgc.flower.update_record import wire_version
+    from fedgc.wire.codec import encode_bytes
+
+    cases = []
+    for i, value_dtype in enumerate(("int8", "int4", "sign", "fp16")):
+        g = torch.Generator().manual_seed(20 + i)
+        replica = {"fc.weight": torch.randn(6, 9, generator=g), "fc.bias": torch.randn(6, generator=g),
+                   "head.weight": torch.randn(3, 6, generator=g)}
+        target = {k: v + torch.randn(v.shape, generator=g).mul(0.25) for k, v in replica.items()}
+        config = DownlinkConfig(name="topk", density=0.25, value_dtype=value_dtype)
+        download = make_download(target, replica, config, config.compressor())
+        version = wire_version(download.payloads)
+        assert version == (1 if value_dtype == "fp16" else 3)
+        cases.append({"name": value_dtype, "replica": as_bits({k: {"shape": list(v.shape), "values": v.flatten().tolist()}
+                                                                 for k, v in replica.items()}),
+                      "downlink-base": model_digest(replica), "downlink-digest": model_digest(download.replica),
+                      "model-delta": encode_bytes(download.payloads, version=version).hex(),
+                      "new_replica": as_bits({k: {"shape": list(v.shape), "values": v.flatten().tolist()}
+                                              for k, v in download.replica.items()})})
+    (tmp_path / "downloads.json").write_text(json.dumps({"cases": cases}))
+    result = handler_check("downloads", str(tmp_path / "downloads.json"))
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stdout + result.stderr
+
+
+def test_handler_speaks_wire_v3_unless_told_version_1_only(tmp_path, jar):  # noqa: F811
+    """The census answer declares ``wire-versions`` [1, 3] (none with ``--node-config "wire-versions=1"``,
+    any other value refused); an int8 round's update is a version-3 blob fedgc's server decodes (the
+    weight's values int8-coded, the bias fp16); a version-1-only node refuses int8 values and a v3
+    download in one line, and trains an fp32 round."""
+    import torch
+
+    from fedgc.compress.payloads import CodedSparsePayload, DensePayload
+    from fedgc.wire.codec import decode_bytes
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "train.npz", x=rng.normal(size=(4, 3)).astype(np.float32), y=np.array([0, 1, 1, 0]))
+    result = handler_check("wire", str(tmp_path), str(tmp_path / "int8-update.bin"))
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stdout + result.stderr
+    blob = (tmp_path / "int8-update.bin").read_bytes()
+    assert blob[0] == 3
+    payloads = decode_bytes(blob, {"net.1.weight": (2, 3), "net.1.bias": (2,)})
+    weight, bias = payloads["net.1.weight"], payloads["net.1.bias"]
+    assert isinstance(weight, CodedSparsePayload) and weight.encoding == "int8" and weight.block == 0
+    assert isinstance(bias, DensePayload) and bias.values.dtype == torch.float16
+
+
 def test_handler_refuses_what_it_cannot_honour_with_one_line(tmp_path, jar):  # noqa: F811
     """No client-config, another version, a compressor or option the JVM lacks, a model without a Java
     trainer, data that does not fit the model, an evaluate message, a node without data: one-line

@@ -1,8 +1,15 @@
-"""A node that speaks only wire format version 1 is never sent v3: a deployment on a real
-``flower-superlink`` with the JVM SuperNode (which declares no ``wire-versions`` at the census) and
-fedgc's Python SuperNodes, on a scenario whose uploads are int8 values (v3), stops at the census with
-one line naming the JVM node, before any train message goes out; the same deployment with fp32
-values runs (the JVM node's updates applied)."""
+"""Wire format v3 with the JVM node on a real ``flower-superlink``, beside fedgc's Python SuperNodes
+(partitions 0 and 1; the JVM node, built on protoc's lite output, holds partition 2):
+
+- The JVM client declares ``wire-versions: [1, 3]`` at the census, as the Python client does, so an
+  int8 run (DGC uploads in int8, top-k compressed downloads in int8) goes through: every round applies
+  the JVM node's update, which it wrote as a version-3 blob of int8 values, and after its first
+  download (a reset: it announces ``no-replica``) it decodes the v3 downloads and digest-checks them
+  (a mismatch would fail its round).
+- A node that speaks only version 1 is never sent v3: the same JVM client started with
+  ``--node-config "... wire-versions=1"`` declares nothing, as a client before v3 did; the int8 run
+  then stops at the census with one line naming that node, before any train message goes out.
+"""
 
 from __future__ import annotations
 
@@ -25,10 +32,7 @@ from .test_jvm_e2e import JVM_LABEL, JVM_PARTITION, LITE_JAR, export_partition, 
 pytestmark = pytest.mark.deployment
 
 
-def deploy(tmp_path, flower_app, value_dtype: str):
-    shipped = yaml.safe_load((flower_app / "scenarios" / "jvm_phones.yaml").read_text())
-    scenario = {**shipped, "rounds": 1, "downlink": {"name": "none"},
-                "compression": {**shipped["compression"], "value_dtype": value_dtype}}
+def deploy(tmp_path, flower_app, scenario: dict, *jvm_args: str):
     data_dir = export_partition(scenario, tmp_path)
     home = tmp_path / "flwr-home"
     env = flower_env(home)
@@ -40,18 +44,25 @@ def deploy(tmp_path, flower_app, value_dtype: str):
     try:
         processes.append(start_superlink(port, logs, env, simulation=False))
         processes += [start_supernode(port, p, 3, logs, env) for p in (0, 1)]
-        processes.append(jvm_node(port, data_dir, logs / "jvm.log", env, "--insecure", jar_path=LITE_JAR))
+        processes.append(jvm_node(port, data_dir, logs / "jvm.log", env, "--insecure", *jvm_args, jar_path=LITE_JAR))
         config, out = run_config(scenario, tmp_path)
         log = tmp_path / "flwr-run.log"
-        flwr_run(flower_app, "wire-census", config, env, log, timeout_s=240)
+        result = flwr_run(flower_app, "wire-census", config, env, log, timeout_s=300)
     finally:
         for process in reversed(processes):
             process.stop()
-    return out, log, (logs / "jvm.log").read_text(errors="replace")
+    return result, out, log, (logs / "jvm.log").read_text(errors="replace")
+
+
+def int8_scenario(flower_app, rounds: int, downlink: dict) -> dict:
+    shipped = yaml.safe_load((flower_app / "scenarios" / "jvm_phones.yaml").read_text())
+    return {**shipped, "rounds": rounds, "downlink": downlink,
+            "compression": {**shipped["compression"], "value_dtype": "int8"}}
 
 
 def test_a_v3_run_stops_at_the_census_when_the_jvm_node_speaks_version_1_only(tmp_path, flower_app, jar):  # noqa: F811
-    out, log, jvm_log = deploy(tmp_path, flower_app, "int8")
+    scenario = int8_scenario(flower_app, 1, {"name": "none"})
+    _, out, log, jvm_log = deploy(tmp_path, flower_app, scenario, "--node-config", "wire-versions=1")
     run_log = log.read_text(errors="replace")
     line = (f"node {JVM_LABEL} (partition {JVM_PARTITION}) speaks wire format version 1 only, and "
             "compression.value_dtype: int8 needs version 3")
@@ -60,8 +71,23 @@ def test_a_v3_run_stops_at_the_census_when_the_jvm_node_speaks_version_1_only(tm
     assert "fedgc: round" not in jvm_log, jvm_log[-2000:]  # no train message reached it
 
 
-def test_the_same_deployment_with_fp32_values_runs_with_the_jvm_node(tmp_path, flower_app, jar):  # noqa: F811
-    out, log, jvm_log = deploy(tmp_path, flower_app, "fp32")
+def test_an_int8_run_applies_the_jvm_nodes_v3_updates_and_its_v3_downloads_decode(tmp_path, flower_app, jar):  # noqa: F811
+    scenario = int8_scenario(flower_app, 3, {"name": "topk", "density": 0.1, "value_dtype": "int8"})
+    result, out, log, jvm_log = deploy(tmp_path, flower_app, scenario)
+    assert result.returncode == 0, log.read_text(errors="replace")[-4000:]
     summary, rows = results(out, log)
-    assert summary["updates_rejected"] == 0 and summary["clients_failed"] == 0, (summary, jvm_log[-2000:])
-    assert JVM_LABEL in rows[0]["applied_nodes"], (rows, jvm_log[-2000:])
+    assert [r["round"] for r in rows] == [1, 2, 3], jvm_log[-4000:]
+    why = [(r["round"], r["applied_nodes"], r["rejected_reasons"], r["accuracy"]) for r in rows]
+    assert summary["updates_rejected"] == 0 and summary["clients_failed"] == 0, (why, jvm_log[-3000:])
+    for row in rows:
+        assert JVM_LABEL in row["applied_nodes"], (row, jvm_log[-4000:])
+        assert row["rejected"] == row["failed"] == 0 and row["applied"] == 3
+    # Its uploads: version-3 blobs of int8 values, every round.
+    for r in (1, 2, 3):
+        assert f"fedgc: round {r}: 5 steps on " in jvm_log, jvm_log[-4000:]
+    assert jvm_log.count("blob of version 3 (int8 values)") == 3, jvm_log[-4000:]
+    # Its downloads: a reset first, then compressed v3 differences it decoded and digest-checked.
+    assert rows[0]["downlink_resets"] == 1 and all(r["downlink_resets"] == 0 for r in rows[1:])
+    assert all(0 < r["downlink_density"] < 0.3 for r in rows[1:])
+    assert "ERROR" not in jvm_log, jvm_log[-4000:]
+    assert rows[-1]["accuracy"] > rows[0]["accuracy"], [r["accuracy"] for r in rows]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from fedgc.api.runs import Run, as_scenario, load_run, runs_in
+from fedgc.api.runs import Run, as_scenario, load_run, path_argument, runs_in
 from fedgc.scenario.model import Scenario
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ def baseline(scenario: Scenario | dict[str, Any] | str | Path, out: str | Path |
     from fedgc.reports.compare import baseline_variants, run_comparison, write_comparison
     from fedgc.runs.folder import claim_folder
 
+    if out is not None:
+        path_argument(out, "out", "a comparison folder's path")
     base = as_scenario(scenario)
     labels = {v.folder: v.label for v in baseline_variants(base)}
 

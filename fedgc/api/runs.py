@@ -5,11 +5,12 @@ The command line's ``fedgc run`` goes through ``run_in_folder`` too: one code pa
 from __future__ import annotations
 
 import math
+import os
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -21,6 +22,19 @@ from fedgc.scenario.errors import ScenarioError
 from fedgc.scenario.model import Scenario, dump_scenario, validate
 
 MODEL_FILE_MAX_BYTES = 4 * 1024**3  # model.pt of the largest model fedgc builds (2^28 fp32 parameters) and more
+PATH_MAX_CHARS = 4096  # Linux's PATH_MAX: a longer path names no file
+
+
+def path_argument(value: object, argument: str, what: str = "a folder's path") -> Path:
+    """``value`` (a ``str`` or ``os.PathLike`` of text, at most 4096 characters, no NUL byte) as a
+    ``Path``; ``ChoiceError`` (one line naming ``argument``) otherwise, before anything is read or made."""
+    try:
+        text = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+    except Exception:  # noqa: BLE001 — a PathLike whose __fspath__ raises names no path
+        text = None
+    expect(isinstance(text, str) and 0 < len(text) <= PATH_MAX_CHARS and "\0" not in text, argument, value,
+           f"{what} (text of 1 to {PATH_MAX_CHARS} characters, no NUL byte)")
+    return Path(cast(str, text))
 
 
 @dataclass
@@ -122,6 +136,7 @@ def run(scenario: Scenario | dict[str, Any] | str | Path, out: str | Path | None
     flower`` the runtime runs elsewhere: the calls come when the run ends). ``quiet=False`` shows
     the progress line. Invalid input raises ``ScenarioError`` (one line)."""
     expect(on_round is None or callable(on_round), "on_round", on_round, "a function of a RoundRecord, or None")
+    out_dir = None if out is None else path_argument(out, "out", "a run folder's path")
     scenario = as_scenario(scenario)
     observers = [CallbackObserver(on_round)] if on_round is not None else []
     if out is None:
@@ -131,7 +146,8 @@ def run(scenario: Scenario | dict[str, Any] | str | Path, out: str | Path | None
             result = _run_claimed(scenario, Path(tmp) / scenario.name, overwrite=False, quiet=quiet, observers=observers)
             result.out_dir = None
             return result
-    return _run_claimed(scenario, Path(out), overwrite=overwrite, quiet=quiet, observers=observers)
+    assert out_dir is not None
+    return _run_claimed(scenario, out_dir, overwrite=overwrite, quiet=quiet, observers=observers)
 
 
 def _run_claimed(scenario: Scenario, out_dir: Path, *, overwrite: bool, quiet: bool,
@@ -225,9 +241,18 @@ def _mismatch(weights: dict[str, torch.Tensor], expected: dict[str, tuple[str, t
 def load_run(path: str | Path) -> Run:
     """A run folder written by ``fedgc run`` or ``fedgc.run(..., out=...)``, read back. A folder that
     is not a finished run raises ``fedgc.reports.run_reports.RunFolderError`` (a ``ValueError``, one line)."""
+    from fedgc.reports.run_reports import RunFolderError
+
+    folder = path_argument(path, "load_run's path", "a run folder's path")
+    try:
+        return _load_run(folder)
+    except OSError as err:  # a name too long, a folder it may not read: one line, as any unreadable folder
+        raise RunFolderError(f"{str(folder)[:200]}: cannot read it ({err.strerror or type(err).__name__})") from None
+
+
+def _load_run(folder: Path) -> Run:
     from fedgc.reports.run_reports import RunFolderError, read_run
 
-    folder = Path(path)
     result = read_run(folder)
     from fedgc.plugins.registry import reading_records
 
@@ -248,7 +273,8 @@ def runs_in(out: str | Path | None, prefix: str, run_into: Callable[[Path], list
     """``run_into(folder)`` into ``out``; without one, into a temporary folder removed after, the runs
     then held in memory only (their ``out_dir`` None). Returns the runs and the folder kept."""
     if out is not None:
-        return run_into(Path(out)), Path(out)
+        folder = path_argument(out, "out")
+        return run_into(folder), folder
     with tempfile.TemporaryDirectory(prefix=f"fedgc-{prefix}-") as tmp:
         runs = run_into(Path(tmp) / prefix)
         for r in runs:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from fedgc.api.runs import Run, as_scenario, load_run, runs_in
+from fedgc.api.runs import Run, as_scenario, load_run, path_argument, runs_in
 from fedgc.bounded import write_whole
 from fedgc.errors import ChoiceError, expect
 from fedgc.reports.table import GroupRow, RunResult, group_runs, render
@@ -69,6 +69,8 @@ def report(runs: Iterable[Run | str | Path], out: str | Path | None = None, fmt:
     expect(isinstance(runs, Iterable) and not isinstance(runs, (str, Path)), "report's runs", runs,
            "a list of runs or run folders (a folder alone goes in a list: [folder])")
     expect(fmt in ("md", "csv", "json"), "fmt", fmt, "md, csv or json")
+    if out is not None:
+        out = path_argument(out, "out")
     expect(out is None or not Path(out).exists() or Path(out).is_dir(), "out", out, "a folder (this is a file)")
     loaded: list[Run] = []
     for item in runs:
@@ -92,8 +94,9 @@ def plot(runs: Sequence[Run], out: str | Path) -> list[Path]:
     from fedgc.reports.plots.overlays import mean_series
 
     _expect_runs(runs, "plot")
-    expect(isinstance(out, (str, Path)) and (not Path(out).exists() or Path(out).is_dir()), "out", out,
-           "a folder's path (a new or existing folder, not a file)")
+    expect(isinstance(out, (str, Path)), "out", out, "a folder's path (a new or existing folder, not a file)")
+    out = path_argument(out, "out")
+    expect(not out.exists() or out.is_dir(), "out", out, "a folder's path (a new or existing folder, not a file)")
     results = [_result(r, label) for r, label in zip(runs, _labels(runs))]
     groups = group_runs(results)
     rows = table_rows(runs)
@@ -145,6 +148,8 @@ def sweep(scenario: Scenario | dict[str, Any] | str | Path, grid: Mapping[str, S
         "grid", grid, "a dict of dotted keys to lists of values ({'compression.density': [0.1, 0.01]})")
     expect(seeds is None or (isinstance(seeds, Sequence) and not isinstance(seeds, str)), "seeds", seeds,
            "a list of seeds")
+    if out is not None:
+        path_argument(out, "out", "a sweep folder's path")
     base = as_scenario(scenario)
     axes = [SweepAxis.of(key, list(values)) for key, values in (grid or {}).items()]
     if seeds is not None:
@@ -165,8 +170,11 @@ def load_sweep(path: str | Path) -> Sweep:
     """A sweep folder written by ``fedgc run --sweep`` or ``fedgc.sweep(..., out=...)``, read back."""
     from fedgc.reports.run_reports import RunFolderError, run_folders
 
-    folder = Path(path)
-    folders = run_folders([folder])
+    folder = path_argument(path, "load_sweep's path", "a sweep folder's path")
+    try:
+        folders = run_folders([folder])
+    except OSError as err:  # a name too long, a folder it may not read: one line
+        raise RunFolderError(f"{str(folder)[:200]}: cannot read it ({err.strerror or type(err).__name__})") from None
     if folders == [folder]:
         raise RunFolderError(f"{folder}: not a sweep folder (no run folders inside)")
     return Sweep([load_run(p) for p in folders], folder)

@@ -3,7 +3,7 @@ client already holds, instead of the whole global model.
 
 Both sides keep a **replica** per client: the model that client holds. A download is
 
-    payloads = C(global − replica)          (any stateless compressor: topk, randomk, qsgd, …)
+    payloads = C(global − replica)          (a stateless compressor: topk, randomk, qsgd, …, or a user's)
     replica ← replica + decompress(payloads)
 
 computed identically (same function, same tensors) on the server and in the client, so the two
@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serial
 from fedgc.compress.base import CompressionContext, Compressor, CompressorOptions, Payload, decompress
 from fedgc.compress.config import dump_section, read_section
 from fedgc.compress.memory import NoMemory
-from fedgc.compress.registry import COMPRESSORS
+from fedgc.compress.registry import BUILT_IN, COMPRESSORS
 from fedgc.compress.update import compress_update
 
 # Stateless compressors only: the replica is the downlink's memory; DGC's momentum, PowerSGD's Q and
@@ -40,6 +40,13 @@ FIXED = {"error_feedback": False}  # not a key of the section: the replica keeps
 # The options the resolved ``downlink`` section listed whatever its compressor, before options were per
 # compressor (see fedgc.compress.config.LEGACY_COMPRESSION_KEYS).
 LEGACY_DOWNLINK_KEYS = frozenset({"threshold", "qsgd_levels"})
+
+
+def downlink_compressors() -> tuple[str, ...]:
+    """What ``downlink.name`` may name: fedgc's stateless compressors and every user compressor
+    (registered from Python, named by import path or installed as a plugin), which the server calls
+    with a memory that keeps nothing (docs/api.md, "Your own compressor")."""
+    return (*DOWNLINK_COMPRESSORS, *(name for name in COMPRESSORS if name not in BUILT_IN))
 
 
 class DownlinkConfig(BaseModel):
@@ -60,14 +67,15 @@ class DownlinkConfig(BaseModel):
     @classmethod
     def _read(cls, data: Any) -> Any:
         return read_section(data, where="downlink", section_keys=("name", "density"), default_name="none",
-                            allowed=DOWNLINK_COMPRESSORS, fixed=FIXED, legacy=LEGACY_DOWNLINK_KEYS)
+                            allowed=downlink_compressors(), fixed=FIXED, legacy=LEGACY_DOWNLINK_KEYS)
 
     @field_validator("name")
     @classmethod
     def _stateless(cls, name: str) -> str:
-        if name not in DOWNLINK_COMPRESSORS:
+        allowed = downlink_compressors()
+        if name not in allowed:
             raise ValueError(f"{name!r} cannot compress downloads (stateless compressors only); "
-                             f"choose one of: {', '.join(DOWNLINK_COMPRESSORS)}")
+                             f"choose one of: {', '.join(allowed)}")
         return name
 
     @model_serializer(mode="plain")

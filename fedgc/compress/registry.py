@@ -25,6 +25,7 @@ COMPRESSORS: dict[str, type[Compressor]] = {cls.name: cls for cls in (
     NoCompression, Fp16, TopK, RandomK, Threshold, DGC, SignSGD, EFSignSGD,
     Signum, OneBit, QSGD, TernGrad, Natural, PowerSGD, STC,
 )}
+BUILT_IN: frozenset[str] = frozenset(COMPRESSORS)  # fedgc's own; any other name in COMPRESSORS is a user's
 
 # The keys of the ``compression`` section that the server reads (fedgc.compress.config.CompressionConfig's
 # fields): no compressor option may take one of these names.

@@ -5,6 +5,7 @@ section's validator reads ``USER_DATASETS``)."""
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from fedgc.data.base import ArrayDataset, CentralDataset
 from fedgc.errors import FedgcError
 
 MAX_USER_SAMPLES = 50_000_000  # a bound before anything is copied
+MAX_USER_CLASSES = 2**20  # what a client's config takes (num_classes): the model's output layer is this wide
 
 
 class UserDataError(FedgcError, ValueError):
@@ -39,6 +41,8 @@ class UserData:
     def from_npz(cls, path: str | Path, num_classes: int | None = None) -> UserData:
         """A ``.npz`` holding ``x_train``, ``y_train``, ``x_test``, ``y_test`` (and optionally ``groups``);
         read without pickles."""
+        if not isinstance(path, (str, Path)) or not str(path) or "\0" in str(path):
+            raise UserDataError(f"path: expected a .npz file's path, not {type(path).__name__}")
         try:
             with np.load(Path(path), allow_pickle=False) as f:
                 missing = [k for k in ("x_train", "y_train", "x_test", "y_test") if k not in f.files]
@@ -46,10 +50,11 @@ class UserData:
                     raise UserDataError(f"{path}: no array {missing[0]!r} (a dataset .npz holds x_train, y_train, "
                                         "x_test, y_test and optionally groups)")
                 arrays = {k: f[k] for k in ("x_train", "y_train", "x_test", "y_test", "groups") if k in f.files}
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:  # BadZipFile: a .npz's zip is broken
             if isinstance(err, UserDataError):
                 raise
-            raise UserDataError(f"{path}: not a readable .npz ({str(err).splitlines()[0]})") from None
+            why = (str(err) or type(err).__name__).splitlines()[0][:120]
+            raise UserDataError(f"{str(path)[:200]}: not a readable .npz ({why})") from None
         return cls(**arrays, num_classes=num_classes)
 
     @classmethod
@@ -85,11 +90,19 @@ class UserData:
     def central(self, name: str) -> CentralDataset:
         """The checked splits; ``UserDataError`` (one line naming the dataset) when they do not fit."""
         def fail(problem: str) -> UserDataError:
-            return UserDataError(f"dataset {name}: {problem}")
+            return UserDataError(f"dataset {str(name)[:200]}: {problem}")
 
+        classes_given = self.num_classes
+        if classes_given is not None and (not isinstance(classes_given, (int, np.integer)) or isinstance(classes_given, bool)
+                                          or not 1 <= classes_given <= MAX_USER_CLASSES):
+            raise fail(f"num_classes must be a whole number from 1 to {MAX_USER_CLASSES:,} (or None: the labels tell), "
+                       f"not {str(classes_given)[:40]}")
         splits = {}
         for which, x, y in (("train", self.x_train, self.y_train), ("test", self.x_test, self.y_test)):
-            x, y = np.asarray(x), np.asarray(y)
+            try:
+                x, y = np.asarray(x), np.asarray(y)
+            except (ValueError, TypeError) as err:  # ragged lists, objects numpy cannot read as an array
+                raise fail(f"x_{which} and y_{which} must be arrays ({str(err).splitlines()[0][:80]})") from None
             if x.ndim < 2 or y.ndim != 1 or len(x) != len(y) or len(y) == 0:
                 raise fail(f"x_{which} must be (n, features...) and y_{which} (n,) with n > 0; got {x.shape}, {y.shape}")
             if len(y) > MAX_USER_SAMPLES:
@@ -110,8 +123,8 @@ class UserData:
             raise fail(f"train and test features differ in shape ({train.x.shape[1:]} vs {test.x.shape[1:]})")
         seen = int(max(train.y.max(), test.y.max())) + 1
         classes = self.num_classes if self.num_classes is not None else seen
-        if min(train.y.min(), test.y.min()) < 0 or seen > classes:
-            raise fail(f"labels must lie in [0, {classes})")
+        if min(train.y.min(), test.y.min()) < 0 or seen > min(classes, MAX_USER_CLASSES):
+            raise fail(f"labels must lie in [0, {min(classes, MAX_USER_CLASSES)})")
         groups, names = None, None
         if self.groups is not None:
             groups = np.asarray(self.groups)

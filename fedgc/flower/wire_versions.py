@@ -2,8 +2,10 @@
 node is ever sent, or asked for, a blob it cannot read.
 
 A node declares the versions it reads and writes in its answer to the server's census (the
-``query.partition`` reply's MetricRecord ``partition``, key ``wire-versions``: a list of ints); a node
-that declares nothing speaks version 1 only (the JVM client today). A scenario needs version 3 when
+``query.partition`` reply's MetricRecord ``partition``, key ``wire-versions``: a list of ints; fedgc's
+Python and JVM clients declare ``[1, 3]``); a node that declares nothing speaks version 1 only (a
+client built before version 3, or the JVM client started with ``--node-config "wire-versions=1"``,
+which answers as such a client did). A scenario needs version 3 when
 ``compression.value_dtype`` or a compressed download's ``downlink.value_dtype`` is one of v3's
 encodings (int8, int4, sign). The census refuses such a scenario, in one line, when a node does not
 declare 3; a node that joins a deployment later without it is left out and counted

@@ -24,6 +24,7 @@ import contextlib
 import contextvars
 import importlib
 import importlib.metadata
+import reprlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -73,7 +74,7 @@ def _add_model(name: str, builder: Callable[..., Any], options: type[BaseModel] 
                replace: bool = False) -> None:
     from fedgc.models import MODELS
 
-    _check_name(name, "model", MODELS, replace)
+    _check_name(name, "model", MODELS, replace, source)
     if not callable(builder):
         raise PluginError(f"model {name}: {builder!r} is not callable (a model is a class or function "
                           "(input_shape, num_classes, **options) -> torch.nn.Module)")
@@ -123,7 +124,7 @@ def _add_dataset(name: str, data: Any, source: str, replace: bool = False) -> No
     from fedgc.data.config import DATASET_NAMES
     from fedgc.data.user import USER_DATASETS, UserData
 
-    _check_name(name, "dataset", {**dict.fromkeys(DATASET_NAMES), **USER_DATASETS}, replace)
+    _check_name(name, "dataset", {**dict.fromkeys(DATASET_NAMES), **USER_DATASETS}, replace, source)
     if not (isinstance(data, UserData) or callable(data)):
         raise PluginError(f"dataset {name}: expected a fedgc.UserData or a function returning one, "
                           f"not {type(data).__name__}")
@@ -158,7 +159,7 @@ def _add_compressor(cls: type[Compressor], name: str | None, source: str, replac
         raise PluginError(f"{label}: {cls.__name__}.Options sets extra={extra!r}; a compressor's options refuse "
                           "unknown keys (remove it: fedgc.CompressorOptions forbids them)")
     key = name or cls.name
-    _check_name(key, "compressor", COMPRESSORS, replace)
+    _check_name(key, "compressor", COMPRESSORS, replace, source)
     COMPRESSORS[key] = cls
     _SOURCES[("compressor", key)] = source
 
@@ -194,7 +195,7 @@ def _add_server_part(kind: str, cls: type, name: str | None, source: str, replac
     if not isinstance(key, str):
         scenario_key = "aggregation" if kind == "aggregator" else kind
         raise PluginError(f"{label} {cls.__name__}: set its name (the scenario's strategy.{scenario_key})")
-    _check_name(key, kind, registry, replace)
+    _check_name(key, kind, registry, replace, source)
     registry[key] = cls
     _SOURCES[(kind, key)] = source
 
@@ -208,11 +209,18 @@ def register_server_optimizer(cls: type, name: str | None = None, *, replace: bo
     _add_server_part("server_optimizer", cls, name, "python", replace)
 
 
-def _check_name(name: str, kind: str, known: Any, replace: bool = False) -> None:
+def _check_name(name: str, kind: str, known: Any, replace: bool = False, source: str = "python") -> None:
     """A new, short, printable name; with ``replace``, a name this process registered from Python may
-    be registered again (a notebook cell run twice); a built-in, an import path or a plugin never."""
+    be registered again (a notebook cell run twice); a built-in, an import path or a plugin never. A
+    ``:`` is an import path's (``module:attribute``) or the Hub's (``hf:<id>``): only an import path is
+    registered under such a name, by the text that names it."""
     if not isinstance(name, str) or not name or len(name) > 200 or not name.isprintable():
-        raise PluginError(f"{kind} name {name!r}: expected a short printable name")
+        raise PluginError(f"{kind} name {reprlib.repr(name)}: expected a short printable name")
+    if source != "import path" and ":" in name:
+        raise PluginError(f"{kind} name {name!r}: a ':' marks an import path (module:attribute) or a Hub data set "
+                          "(hf:<id>), which a scenario resolves as such; register it under a name without one")
+    if not isinstance(replace, bool):
+        raise PluginError(f"{kind} {name!r}: replace must be True or False, not {reprlib.repr(replace)}")
     if name in known:
         where = _SOURCES.get((kind, name), "built-in")
         if replace and where == "python":
@@ -305,6 +313,11 @@ def reading_records() -> Iterator[None]:
         yield
     finally:
         _reading_records.reset(token)
+
+
+def reading_records_now() -> bool:
+    """Whether this is within ``reading_records`` (a run folder's records being read)."""
+    return _reading_records.get()
 
 
 def unchecked_plugins(tree: Any) -> dict[tuple[str, str], str]:

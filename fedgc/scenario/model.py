@@ -37,7 +37,14 @@ from fedgc.execution.device import DEVICE_PATTERN
 from fedgc.network.config import NetworkConfig
 from fedgc.network.flat_form import fold
 from fedgc.network.sections import SECTIONS
-from fedgc.plugins.registry import PLUGIN_KEYS, is_built_in, resolve_scenario_paths, unchecked_plugins
+from fedgc.plugins.registry import (
+    PLUGIN_KEYS,
+    is_built_in,
+    is_known,
+    reading_records_now,
+    resolve_scenario_paths,
+    unchecked_plugins,
+)
 from fedgc.scenario import builtin as builtin_scenarios
 from fedgc.scenario import yaml12
 from fedgc.scenario.errors import ScenarioError, did_you_mean, unknown_key_message, yaml_syntax_message
@@ -426,13 +433,30 @@ def _stand_ins(tree: dict[str, Any], unchecked: dict[tuple[str, str], str]) -> d
         if isinstance(warmup, list):
             held["compression.warmup_for"] = warmup
             section["warmup_for"] = [n for n in warmup if n != name]
-        try:
-            held["compression.options"] = _UncheckedOptions.model_validate(flat, strict=True)
-        except ValidationError as err:
-            first = err.errors()[0]
-            raise ScenarioError(f"compression.{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+        held["compression.options"] = _unchecked_options(flat, "compression")
         tree["compression"] = {**section, "name": "none"}
+    if ("downlink", "name") in unchecked:
+        from fedgc.compress.downlink import DOWNLINK_COMPRESSORS, FIXED
+
+        raw = _mapping(tree.get("downlink"), "downlink")
+        section = {k: v for k, v in raw.items()
+                   if k in ("name", "density") or (isinstance(v, dict) and k in DOWNLINK_COMPRESSORS)}
+        flat = {k: v for k, v in raw.items() if k not in section}
+        for key, value in FIXED.items():  # the downlink sets it itself: not a key of the section
+            if key in flat:
+                raise ScenarioError(f"downlink.{key}: not a key here (downlink always has {key}: {str(value).lower()})")
+        held["downlink.options"] = _unchecked_options({**flat, **FIXED}, "downlink")
+        tree["downlink"] = {**section, "name": "none"}
     return held
+
+
+def _unchecked_options(flat: dict[str, Any], where: str) -> _UncheckedOptions:
+    """A compressor plugin's options as written: the common ones checked, its own kept (``_stand_ins``)."""
+    try:
+        return _UncheckedOptions.model_validate(flat, strict=True)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise ScenarioError(f"{where}.{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
 
 
 def _put_back(scenario: Scenario, unchecked: dict[tuple[str, str], str], held: dict[str, Any]) -> None:
@@ -444,6 +468,11 @@ def _put_back(scenario: Scenario, unchecked: dict[tuple[str, str], str], held: d
         setattr(getattr(scenario, section), key, value)
     kinds = {(section, key): kind for section, key, kind in PLUGIN_KEYS}
     scenario._unchecked = tuple(f"{kinds[where]} {name}" for where, name in unchecked.items())
+
+
+def _downlink_name(tree: Any) -> Any:
+    section = tree.get("downlink") if isinstance(tree, dict) else None
+    return section.get("name") if isinstance(section, dict) else None
 
 
 def validate(tree: dict[str, Any], *, imports: bool = True) -> Scenario:
@@ -462,7 +491,12 @@ def validate(tree: dict[str, Any], *, imports: bool = True) -> Scenario:
     if imports:
         resolve_scenario_paths(tree)  # a user's model, dataset or compressor named by import path (PluginError)
     else:
-        unchecked = {k: v for k, v in unchecked_plugins(tree).items() if k != ("downlink", "name")}
+        unchecked = unchecked_plugins(tree)
+        if not reading_records_now():  # a downlink runs stateless built-ins only: DownlinkConfig says so
+            unchecked.pop(("downlink", "name"), None)
+        elif isinstance(name := _downlink_name(tree), str) and is_known("compressor", name) \
+                and not is_built_in("compressor", name):
+            unchecked[("downlink", "name")] = name  # a record names it: data, whoever registered it
         held = _stand_ins(tree, unchecked)
     try:
         scenario = Scenario.model_validate(tree, strict=True, context={"unchecked": unchecked})

@@ -27,6 +27,7 @@ from fedgc.flower.internals import set_message_id
 from fedgc.flower.message_size import roundtrip
 from fedgc.flower.state.client_store import STORE_FILE, MemoryStore, message_generation, store_kind
 from fedgc.flower.state.disk_store import DamagedState, StoreError, open_disk_store, release_store, release_under
+from fedgc.flower.state.store_thread import ThreadedStore
 from fedgc.flower.transport import Transport
 from fedgc.runs.temporary_folders import TemporaryFolder
 
@@ -56,7 +57,7 @@ class InlineGrid(Transport):
         self.next_message_id = 0
         # Where the clients' states wait between their turns (fedgc.flower.state.client_store): by default in
         # their contexts; ``use_disk_store`` moves them to a file, loaded for a message and written after.
-        self.store = MemoryStore(self.contexts)
+        self.store: MemoryStore | ThreadedStore = MemoryStore(self.contexts)
         self._store_dir: TemporaryFolder | None = None
         # A round's train messages, handed over before any is delivered: ``client.execution:
         # vectorized`` trains them together and the grid hands each result to its message's ClientApp
@@ -102,7 +103,8 @@ class InlineGrid(Transport):
             weakref.finalize(self, _remove_store_dir, self._store_dir)
             out_dir = self._store_dir.path
         resuming = (Path(out_dir) / CHECKPOINT).is_file()
-        self.store = open_disk_store(Path(out_dir) / STORE_FILE, fresh=not resuming)
+        # Its reads and writes on an I/O thread beside the turns (fedgc.flower.state.store_thread).
+        self.store = ThreadedStore(open_disk_store(Path(out_dir) / STORE_FILE, fresh=not resuming))
         if self._store_dir is None:
             weakref.finalize(self, release_store, Path(out_dir) / STORE_FILE)
 
@@ -153,13 +155,18 @@ class InlineGrid(Transport):
         if self.train_together is not None:
             trained = self.train_together([d for _, _, d in deliveries if d.metadata.message_type == MessageType.TRAIN],
                                           self.in_client)
-        for number, message_id, delivered in deliveries:
+        if deliveries:
+            self.store.prefetch(deliveries[0][2].metadata.dst_node_id)
+        for at, (number, message_id, delivered) in enumerate(deliveries):
+            if at + 1 < len(deliveries):  # the next turn's state, read while this one runs
+                self.store.prefetch(deliveries[at + 1][2].metadata.dst_node_id)
             with handing_over(trained.get(delivered.metadata.message_id)):
                 reply = self._execute(delivered)
             set_message_id(reply.metadata, f"r{number:08d}")
             returned, reply_size = roundtrip(reply)
             self.reply_bytes[message_id] = reply_size
             self._replies[message_id] = returned
+        self.store.flush()  # every state of the round written (a failed write stops the run in its round)
         return [message_id for _, message_id, _ in deliveries]
 
     def in_client(self, message: Message, call: Callable[[Context], T]) -> T:

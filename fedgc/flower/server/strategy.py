@@ -35,6 +35,7 @@ from fedgc.flower.server.validate import (
     update_norm,
 )
 from fedgc.flower.update_record import CodecError, decode_update
+from fedgc.plugins.import_paths import PluginError
 
 
 @dataclass
@@ -210,7 +211,7 @@ class FedgcStrategy(FedAvg):
                     else:
                         rule = Mean()
                 views = [AcceptedUpdate(u.node, u.payloads, w, s) for w, s, u in zip(shares, scales, accepted)]
-                return rule.aggregate(views, self.shapes, self.device)
+                result = rule.aggregate(views, self.shapes, self.device)
             except Exception as err:  # find the update(s) at fault: each alone
                 faults = {id(u): _fails_alone(u, self.shapes) for u in accepted}
                 if not any(faults.values()):  # none fails alone: the round's aggregate is at fault
@@ -221,6 +222,8 @@ class FedgcStrategy(FedAvg):
                 accepted[:] = [u for u in accepted if not faults[id(u)]]
                 if not accepted:
                     raise
+                continue
+            return _checked_aggregate(rule, result, self.shapes)
 
     def aggregate_train(self, server_round: int,
                         replies: Iterable[Message]) -> tuple[ArrayRecord | None, MetricRecord | None]:
@@ -255,6 +258,8 @@ class FedgcStrategy(FedAvg):
         if len(accepted) >= self.policy.min_clients:
             try:
                 delta = self._aggregate(accepted, stats)
+            except PluginError:
+                raise  # the rule itself returns no aggregate: every round would fail so
             except Exception:  # noqa: BLE001 — every update failed alone: the round has none
                 delta = None
         if len(accepted) < self.policy.min_clients or delta is None:
@@ -274,6 +279,27 @@ class FedgcStrategy(FedAvg):
         sent, numel = (sum(c) for c in zip(*(elements(u.payloads) for u in accepted)))
         stats.achieved_density = sent / numel if numel else None
         return AggregationReport(stats, new_weights)
+
+
+def _checked_aggregate(rule: Aggregator, result: object, shapes: dict[str, tuple[int, ...]]) -> dict[str, torch.Tensor]:
+    """``result`` of ``rule.aggregate``, once it is an aggregate: a dict holding, for exactly the model's
+    parameters, a floating-point tensor of the parameter's shape. Otherwise the rule itself is wrong
+    (every round would be): a one-line ``PluginError`` naming it, not a failure deep in the server."""
+    where = f"aggregator {getattr(rule, 'name', type(rule).__name__)!r:.80}: aggregate() returned"
+    if not isinstance(result, dict):
+        raise PluginError(f"{where} a {type(result).__name__:.40}, not a dict of tensors by parameter name")
+    missing, extra = sorted(set(shapes) - set(result)), sorted(set(result) - set(shapes), key=str)
+    if missing or extra:
+        name, what = (missing[0], "no tensor for") if missing else (extra[0], "a tensor for no parameter")
+        raise PluginError(f"{where} {what} {str(name)!r:.80} ({len(missing)} missing, {len(extra)} unknown)")
+    for name, shape in shapes.items():
+        tensor = result[name]
+        if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point():
+            kind = f"a {tensor.dtype} tensor" if isinstance(tensor, torch.Tensor) else f"a {type(tensor).__name__:.40}"
+            raise PluginError(f"{where} {kind} for {name!r:.80}, not a floating-point tensor")
+        if tuple(tensor.shape) != tuple(shape):
+            raise PluginError(f"{where} shape {tuple(tensor.shape)} for {name!r:.80}, whose shape is {tuple(shape)}")
+    return result
 
 
 def _fails_alone(update: ClientUpdate, shapes: dict[str, tuple[int, ...]]) -> str | None:

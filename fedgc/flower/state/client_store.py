@@ -49,6 +49,12 @@ class MemoryStore:
     def replace(self, client: int, state: RecordDict) -> None:
         self.save(client, 0, state)
 
+    def prefetch(self, client: int) -> None:
+        """(Nothing to read ahead: the states are in memory.)"""
+
+    def flush(self) -> None:
+        """(Nothing waits to be written.)"""
+
     def clients(self) -> list[int]:
         return sorted(c for c, context in self.contexts.items() if len(context.state))
 

@@ -23,8 +23,9 @@ import java.util.Map;
 
 /**
  * fedgc's downlink on the client ({@code docs/downlink.md}), split out of {@link FedgcHandler}: the
- * replica of the global model the node holds, the compressed differences applied to it, and
- * {@code model_digest}, equal to Python's bit for bit ({@code tests/vectors/downlink}).
+ * replica of the global model the node holds, the compressed differences applied to it (blob version
+ * 1, or 3 for a download whose {@code downlink.value_dtype} is int8, int4 or sign: {@link Codec#fromRecord}
+ * decodes both), and {@code model_digest}, equal to Python's bit for bit ({@code tests/vectors/downlink}).
  */
 final class Downlink {
     private Downlink() {}
@@ -99,6 +100,23 @@ final class Downlink {
             st.replica = copy(model);
         }
         return model;
+    }
+
+    /** Whether the message holds a compressed download in blob version 3 (false for anything else, malformed included). */
+    static boolean isV3(RecordDict content) {
+        if (!(content.get(FedgcHandler.DELTA_KEY) instanceof ArrayRecord)) {
+            return false;
+        }
+        Array array = content.arrayRecord(FedgcHandler.DELTA_KEY).get(Codec.UPDATE_KEY);
+        if (array == null || !"uint8".equals(array.dtype)) {
+            return false;
+        }
+        try {
+            byte[] raw = array.npy().raw;
+            return raw.length > 0 && (raw[0] & 0xff) == Codec.VERSION_V3;
+        } catch (RuntimeException e) {
+            return false; // apply() refuses it with the codec's reason
+        }
     }
 
     static LinkedHashMap<String, Tensor> arrays(RecordDict content) throws FedgcHandler.Refused {

@@ -19,6 +19,8 @@ import fedgc.train.MlpTrainer;
 import fedgc.train.TrainConfig;
 import fedgc.train.TrainResult;
 import fedgc.train.Trainer;
+import fedgc.wire.Codec;
+import fedgc.wire.Quantize;
 import java.io.IOException;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -35,15 +37,21 @@ import java.util.TreeSet;
  *
  * <ul>
  *   <li>{@code query.partition}: a MetricRecord {@code partition} with {@code partition-id} and
- *       {@code num-partitions} from {@code --node-config}, and {@code no-replica = 1} while the node
+ *       {@code num-partitions} from {@code --node-config}, {@code no-replica = 1} while the node
  *       holds no downlink replica (a JVM client cannot build the run's initial model as PyTorch
- *       initializes it, so its first compressed download is the whole model).</li>
+ *       initializes it, so its first compressed download is the whole model), and
+ *       {@code wire-versions = [1, 3]}, the update-blob versions it reads and writes, as fedgc's
+ *       Python client declares them ({@code fedgc/flower/wire_versions.py}). Started with
+ *       {@code --node-config "... wire-versions=1"} it declares nothing, as a client before wire
+ *       format v3 did, and speaks version 1 only ({@link #WIRE_VERSIONS}).</li>
  *   <li>{@code train}: reads {@code client-config} (version 1; compressors {@code dgc} and
  *       {@code topk}, models {@code logreg} and {@code mlp}; any other compressor, model, version or
  *       {@code c.} option is refused with a one-line error reply); rebuilds the model from a compressed
- *       download ({@code model-delta} + digests) or adopts a reset; settles the pending update against
- *       {@code applied-rounds}; trains on {@code DATA_DIR/train.npz}; compresses Δ = w_received −
- *       w_trained at the round's {@code density}; replies {@code update} and {@code metrics}.</li>
+ *       download ({@code model-delta} + digests, blob version 1 or 3) or adopts a reset; settles the
+ *       pending update against {@code applied-rounds}; trains on {@code DATA_DIR/train.npz}; compresses
+ *       Δ = w_received − w_trained at the round's {@code density}, its values as {@code c.value_dtype}
+ *       says (fp32, fp16: blob version 1; int8, int4, sign: version 3); replies {@code update} and
+ *       {@code metrics}.</li>
  *   <li>{@code query.state} / {@code query.restore}: the whole state as ArrayRecords
  *       {@code jvm.memory}, {@code jvm.pending}, {@code jvm.replica}, and back.</li>
  * </ul>
@@ -61,6 +69,15 @@ public class FedgcHandler implements MessageHandler {
     static final String MEMORY_RECORD = "jvm.memory", PENDING_RECORD = "jvm.pending", REPLICA_RECORD = "jvm.replica";
     static final String DELTA_KEY = "model-delta", BASE_DIGEST = "downlink-base", NEW_DIGEST = "downlink-digest",
         RESET = "downlink-reset";
+    /**
+     * The census key of the update-blob versions a node speaks, and the node-config key that limits
+     * this client to version 1 ({@code wire-versions=1}: no {@code wire-versions} in its census
+     * answer, as a client before wire format v3; a v3 value encoding or a v3 download is then
+     * refused). Any other value of the node-config key is refused ({@code bad-node-config}).
+     */
+    public static final String WIRE_VERSIONS = "wire-versions";
+    /** What this client reads and writes: blob versions 1 and 3 ({@code fedgc.wire.Codec}). */
+    static final long[] SPOKEN = {1, 3};
 
     /** The state file and the training data in DATA_DIR. */
     private final DeviceFiles files = new DeviceFiles();
@@ -125,9 +142,32 @@ public class FedgcHandler implements MessageHandler {
         if (state(context).replica == null) {
             record.put("no-replica", 1L);
         }
+        if (speaksV3(context)) { // else: declared nothing, version 1 only
+            java.util.List<Long> versions = new java.util.ArrayList<>();
+            for (long v : SPOKEN) {
+                versions.add(v);
+            }
+            record.put(WIRE_VERSIONS, versions);
+        }
         RecordDict content = new RecordDict();
         content.put("partition", record);
         return Message.reply(message, content);
+    }
+
+    /**
+     * Whether this node speaks wire format v3: true unless its node config says {@code wire-versions=1};
+     * any other value of that key is refused in one line ({@code bad-node-config}).
+     */
+    static boolean speaksV3(NodeContext context) throws Refused {
+        if (context.nodeConfig == null || !context.nodeConfig.containsKey(WIRE_VERSIONS)) {
+            return true;
+        }
+        Object v = context.nodeConfig.get(WIRE_VERSIONS);
+        if (!(v instanceof Long) || (Long) v != 1L) {
+            throw new Refused(ClientChecks.BAD_NODE_CONFIG, WIRE_VERSIONS + "=" + ClientChecks.clip(v)
+                + " is not 1 (version 1 only; leave it out for versions 1 and 3)");
+        }
+        return false;
     }
 
     // ------------------------------------------------------------------ train
@@ -137,7 +177,13 @@ public class FedgcHandler implements MessageHandler {
         // Every field checked before any work, in the order of fedgc's Python client (checked_message):
         // the node's limits, client-config, config, the model's arrays (on their headers), the data.
         ClientChecks.NodeLimits limits = ClientChecks.NodeLimits.fromNodeConfig(context.nodeConfig);
+        boolean v3 = speaksV3(context);
         Settings settings = Settings.read(content.get("client-config"), limits, otherModels());
+        if (!v3 && Quantize.scaled(settings.compression().valueDtype)) {
+            throw new Refused(ClientChecks.BAD_CLIENT_CONFIG, "client-config c.value_dtype is "
+                + Quantize.ENCODINGS[settings.compression().valueDtype] + ", which needs wire format version 3, and this "
+                + "node speaks version 1 only (node config " + WIRE_VERSIONS + "=1)");
+        }
         ClientChecks.RoundConfig roundConfig = ClientChecks.roundConfig(content.get("config"), limits);
         ConfigRecord config = content.configRecord("config");
         long round = roundConfig.serverRound;
@@ -159,6 +205,10 @@ public class FedgcHandler implements MessageHandler {
         }
 
         // The model: a compressed download applied to the replica, a reset, or the plain model.
+        if (!v3 && Downlink.isV3(content)) {
+            throw new Refused("a wire format version 3 download, and this node speaks version 1 only (node config "
+                + WIRE_VERSIONS + "=1)");
+        }
         LinkedHashMap<String, Tensor> model = download(content, config, st);
         ClientChecks.checkModel(model, held != null ? held : ClientChecks.specOf(model));
 
@@ -197,9 +247,15 @@ public class FedgcHandler implements MessageHandler {
         TrainResult trained = trainer(local, settings).train(model, train);
         LinkedHashMap<String, Tensor> delta = Trainer.delta(model, trained.model);
         long t1 = System.nanoTime();
-        CompressedUpdate update = compression.round(delta, new CompressionContext(round, density, (int) numClients),
-            applied);
-        ArrayRecord updateRecord = update.toRecord();
+        CompressedUpdate update;
+        try {
+            update = compression.round(delta, new CompressionContext(round, density, (int) numClients), applied);
+        } catch (IllegalArgumentException e) { // a v3 encoding of non-finite values, as Python's ValueError
+            throw new Refused("the update cannot be encoded in " + Quantize.ENCODINGS[compression.valueDtype] + ": "
+                + e.getMessage());
+        }
+        byte[] blob = update.encode();
+        ArrayRecord updateRecord = Codec.toRecord(blob);
         long t2 = System.nanoTime();
         produced(round, delta, update);
         st.memory.clear();
@@ -220,8 +276,10 @@ public class FedgcHandler implements MessageHandler {
         reply.put("update", updateRecord);
         reply.put("metrics", metrics);
         Log.info(String.format("fedgc: round %d: %d steps on %d examples, loss %.4f, sent %d of %d entries "
-            + "(train %.1f ms, compress+encode %.1f ms, state %.1f ms)", round, trained.steps, local.n, trained.meanLoss,
-            update.elementsSent, update.elementsTotal, (t1 - t0) / 1e6, (t2 - t1) / 1e6, (t3 - t2) / 1e6));
+            + "in a %d-byte blob of version %d (%s values) (train %.1f ms, compress+encode %.1f ms, state %.1f ms)",
+            round, trained.steps, local.n, trained.meanLoss, update.elementsSent, update.elementsTotal, blob.length,
+            update.version(), Quantize.ENCODINGS[compression.valueDtype], (t1 - t0) / 1e6, (t2 - t1) / 1e6,
+            (t3 - t2) / 1e6));
         return Message.reply(message, reply);
     }
 

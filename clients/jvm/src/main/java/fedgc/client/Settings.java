@@ -11,7 +11,7 @@ import fedgc.compress.TopK;
 import fedgc.supernode.ConfigRecord;
 import fedgc.supernode.Npy;
 import fedgc.supernode.Record;
-import fedgc.wire.Payload;
+import fedgc.wire.Quantize;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -145,14 +145,15 @@ public final class Settings {
     ClientCompression compression() throws FedgcHandler.Refused {
         boolean dense = flag("dense_small_tensors", true);
         Object dtype = options.containsKey("value_dtype") ? options.get("value_dtype") : "fp32";
-        int valueDtype;
-        if ("fp32".equals(dtype)) {
-            valueDtype = Payload.F32;
-        } else if ("fp16".equals(dtype)) {
-            valueDtype = Payload.F16;
-        } else {
+        int valueDtype = -1; // the encoding's code: fp32, fp16 (blob version 1); int8, int4, sign (v3)
+        for (int code = 0; code < Quantize.ENCODINGS.length; code++) {
+            if (Quantize.ENCODINGS[code].equals(dtype)) {
+                valueDtype = code;
+            }
+        }
+        if (valueDtype < 0) {
             throw new FedgcHandler.Refused(ClientChecks.BAD_CLIENT_CONFIG, "client-config c.value_dtype is "
-                + ClientChecks.clip(dtype) + ", not fp32 or fp16");
+                + ClientChecks.clip(dtype) + ", not fp32, fp16, int8, int4 or sign");
         }
         Compressor method;
         Memory memory;

@@ -28,6 +28,7 @@ public final class ClientCompression {
     public final Compressor compressor;
     public final Memory memory;
     public final boolean denseSmallTensors;
+    /** The value encoding's code ({@code fedgc.wire.Quantize}: FP32, FP16, INT8, INT4, SIGN; see {@link UpdateCompressor#compress}). */
     public final int valueDtype;
     public final PendingUpdates pending = new PendingUpdates();
 

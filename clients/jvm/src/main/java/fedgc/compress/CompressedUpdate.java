@@ -22,9 +22,22 @@ public final class CompressedUpdate {
         this.elementsTotal = elementsTotal;
     }
 
-    /** The update blob (docs/wire-format.md). */
+    /**
+     * The blob version these payloads travel in, as fedgc's {@code wire_version}: {@link Codec#VERSION_V3}
+     * when a sparse payload's values are coded (value dtype int8, int4 or sign), else 1.
+     */
+    public int version() {
+        for (Payload p : payloads.values()) {
+            if (p instanceof Payload.CodedSparse) {
+                return Codec.VERSION_V3;
+            }
+        }
+        return Codec.VERSION;
+    }
+
+    /** The update blob (docs/wire-format.md) in {@link #version}, each coded payload with its own codes and scales. */
     public byte[] encode() {
-        return Codec.encode(new ArrayList<>(payloads.values()));
+        return Codec.encode(new ArrayList<>(payloads.values()), version(), null, 0);
     }
 
     /** The reply's {@code update} record. */

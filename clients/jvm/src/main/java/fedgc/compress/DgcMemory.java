@@ -14,7 +14,8 @@ import java.util.Map;
  * </pre>
  *
  * After sending, v keeps what was not sent (exactly zero where an fp32 value was sent; the rounding
- * error with fp16 values); momentum factor masking zeroes u where something was sent, except for
+ * error with fp16 values or wire format v3's int8, int4 and sign codes); momentum factor masking zeroes
+ * u where something nonzero was sent (an int8/int4 code 0 is sent as 0: not masked), except for
  * tensors sent dense ({@code dim ≤ 1} with dense small tensors), which get plain momentum SGD.
  *
  * <p>{@code momentumBf16} is fedgc's {@code momentum_dtype: bf16}: u is kept between rounds in

@@ -2,6 +2,7 @@ package fedgc.compress;
 
 import fedgc.wire.Half;
 import fedgc.wire.Payload;
+import fedgc.wire.Quantize;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
@@ -12,8 +13,13 @@ public final class UpdateCompressor {
     /**
      * Compress every tensor of {@code update} (in its order); the memory keeps exactly what was not
      * sent: for every name, sent + new residual == compensated input. Tensors with {@code dim ≤ 1}
-     * are sent dense when {@code denseSmallTensors}. {@code valueDtype} is {@link Payload#F32} or
-     * {@link Payload#F16} (values saturated at ±65504 and rounded to fp16; the memory keeps the error).
+     * are sent dense when {@code denseSmallTensors}. {@code valueDtype} is a value encoding's code
+     * ({@link Quantize#FP32} = {@link Payload#F32}, {@link Quantize#FP16} = {@link Payload#F16}: values
+     * saturated at ±65504 and rounded to fp16; {@link Quantize#INT8}, {@link Quantize#INT4},
+     * {@link Quantize#SIGN}: wire format v3, each sparse payload's values coded with one scale per
+     * tensor and dense payloads fp16, as fedgc's {@code _with_value_dtype}); what was sent is what the
+     * receiver decodes, so the memory keeps the rounding too. Throws {@code IllegalArgumentException}
+     * when a v3 encoding meets non-finite values (or values near the f32 maximum), as Python does.
      */
     public static CompressedUpdate compress(LinkedHashMap<String, Tensor> update, Compressor compressor, Memory memory,
                                             CompressionContext ctx, boolean denseSmallTensors, int valueDtype) {
@@ -43,6 +49,16 @@ public final class UpdateCompressor {
     }
 
     static Payload withValueDtype(Payload payload, int dtype) {
+        if (Quantize.scaled(dtype)) {
+            if (payload instanceof Payload.Dense) {
+                return withValueDtype(payload, Payload.F16); // the narrowest dense values the wire has
+            }
+            if (!(payload instanceof Payload.Sparse)) {
+                return payload; // a coded one already, other kinds
+            }
+            Payload.Sparse p = (Payload.Sparse) payload;
+            return Quantize.wire(p.indices, p.values, Quantize.ENCODINGS[dtype], 0, p.shape);
+        }
         if (payload instanceof Payload.Dense) {
             Payload.Dense p = (Payload.Dense) payload;
             return p.dtype == dtype ? p : new Payload.Dense(dtype, convert(p.values, dtype), p.shape);

@@ -445,8 +445,7 @@ public final class JvmCheck {
             compressor = new TopK();
             memory = Boolean.parseBoolean(conf.get("error_feedback")) ? new ResidualMemory() : new NoMemory();
         }
-        int dtype = conf.get("value_dtype").equals("fp16") ? Payload.F16 : Payload.F32;
-        return new ClientCompression(compressor, memory, denseSmall, dtype);
+        return new ClientCompression(compressor, memory, denseSmall, fedgc.wire.Quantize.code(conf.get("value_dtype")));
     }
 
     static void dump(File out, String kind, Map<String, float[]> tensors) throws IOException {

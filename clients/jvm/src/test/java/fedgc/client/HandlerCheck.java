@@ -24,8 +24,13 @@ import java.util.Map;
  * Checks of {@link FedgcHandler} without a SuperLink (run by tests/test_jvm_e2e.py):
  * {@code downlink FILE}: the replica digests and the compressed download of tests/vectors/downlink
  * equal Python's bit for bit (FILE: those vectors in one JSON, the float32 values as their bit
- * patterns, since the client's JSON reader takes integers only); {@code refuse DATA_DIR}: messages the client must
- * refuse get a one-line error reply naming the reason. Prints one line per failure; exit 1 if any.
+ * patterns, since the client's JSON reader takes integers only); {@code downloads FILE}: compressed
+ * downloads made by fedgc's server code ({@code cases}: each {@code replica}, {@code model-delta},
+ * {@code downlink-base}, {@code new_replica}, {@code downlink-digest}, as the vectors), blob version 1
+ * or 3, applied bit for bit; {@code refuse DATA_DIR}: messages the client must
+ * refuse get a one-line error reply naming the reason; {@code wire DATA_DIR OUT}: the wire versions the
+ * census answer declares (with and without {@code wire-versions=1}), an int8 round's update (written to
+ * OUT for Python to decode), and what a version-1-only node refuses. Prints one line per failure; exit 1 if any.
  */
 public final class HandlerCheck {
     private HandlerCheck() {}
@@ -44,6 +49,12 @@ public final class HandlerCheck {
             downlink(new File(args[1]));
         } else if ("refuse".equals(args[0])) {
             refuse(new File(args[1]));
+        } else if ("downloads".equals(args[0])) {
+            for (Object c : (List<?>) json(new File(args[1])).get("cases")) {
+                download(castMap(c), "case " + ((Map<?, ?>) c).get("name"));
+            }
+        } else if ("wire".equals(args[0])) {
+            wire(new File(args[1]), new File(args[2]));
         } else {
             throw new IllegalArgumentException("unknown command " + args[0]);
         }
@@ -96,25 +107,12 @@ public final class HandlerCheck {
         check(FedgcHandler.digest(weights(reset.get("arrays"))).equals(reset.get("digest")), "reset digest");
 
         Map<String, Object> delta = (Map<String, Object>) vectors.get("delta");
-        FedgcState state = new FedgcState();
-        state.replica = weights(delta.get("replica"));
+        download(delta, "delta");
+        ConfigRecord config = new ConfigRecord();
         RecordDict content = new RecordDict();
         content.put("model-delta", Codec.toRecord(hex((String) delta.get("model-delta"))));
-        ConfigRecord config = new ConfigRecord();
         config.put("downlink-base", delta.get("downlink-base"));
         config.put("downlink-digest", delta.get("downlink-digest"));
-        LinkedHashMap<String, Tensor> model = new FedgcHandler().download(content, config, state);
-        LinkedHashMap<String, Tensor> expected = weights(delta.get("new_replica"));
-        check(new ArrayList<>(model.keySet()).equals(new ArrayList<>(expected.keySet())), "delta: the model's order");
-        for (Map.Entry<String, Tensor> e : expected.entrySet()) {
-            Tensor t = model.get(e.getKey());
-            boolean same = t != null && Arrays.equals(t.shape, e.getValue().shape) && t.data.length == e.getValue().data.length;
-            for (int i = 0; same && i < t.data.length; i++) {
-                same = Float.floatToRawIntBits(t.data[i]) == Float.floatToRawIntBits(e.getValue().data[i]);
-            }
-            check(same, "delta: " + e.getKey() + " differs from Python's new replica");
-        }
-        check(FedgcHandler.digest(state.replica).equals(delta.get("downlink-digest")), "delta: the stored replica");
 
         // A wrong base digest, and a download whose result does not match: refused, replica unchanged.
         FedgcState other = new FedgcState();
@@ -127,6 +125,40 @@ public final class HandlerCheck {
         check(FedgcHandler.digest(other.replica).equals(delta.get("downlink-base")), "a refused download changed the replica");
         FedgcState none = new FedgcState();
         refused(() -> new FedgcHandler().download(content, config, none), "holds no replica");
+    }
+
+    @SuppressWarnings("unchecked")
+    static Map<String, Object> castMap(Object o) {
+        return (Map<String, Object>) o;
+    }
+
+    /** One compressed download applied to its replica: the new replica bit for bit, and its digest. */
+    static void download(Map<String, Object> delta, String label) throws Exception {
+        FedgcState state = new FedgcState();
+        state.replica = weights(delta.get("replica"));
+        RecordDict content = new RecordDict();
+        content.put("model-delta", Codec.toRecord(hex((String) delta.get("model-delta"))));
+        ConfigRecord config = new ConfigRecord();
+        config.put("downlink-base", delta.get("downlink-base"));
+        config.put("downlink-digest", delta.get("downlink-digest"));
+        LinkedHashMap<String, Tensor> model;
+        try {
+            model = new FedgcHandler().download(content, config, state);
+        } catch (FedgcHandler.Refused e) {
+            check(false, label + ": refused: " + e.getMessage());
+            return;
+        }
+        LinkedHashMap<String, Tensor> expected = weights(delta.get("new_replica"));
+        check(new ArrayList<>(model.keySet()).equals(new ArrayList<>(expected.keySet())), label + ": the model's order");
+        for (Map.Entry<String, Tensor> e : expected.entrySet()) {
+            Tensor t = model.get(e.getKey());
+            boolean same = t != null && Arrays.equals(t.shape, e.getValue().shape) && t.data.length == e.getValue().data.length;
+            for (int i = 0; same && i < t.data.length; i++) {
+                same = Float.floatToRawIntBits(t.data[i]) == Float.floatToRawIntBits(e.getValue().data[i]);
+            }
+            check(same, label + ": " + e.getKey() + " differs from Python's new replica");
+        }
+        check(FedgcHandler.digest(state.replica).equals(delta.get("downlink-digest")), label + ": the stored replica");
     }
 
     interface Call {
@@ -206,7 +238,7 @@ public final class HandlerCheck {
             {with("input-shape", Arrays.<Object>asList(3L, 1L)), 2, "data-mismatch: " },
             {with("num-classes", 1L), 1, "data-mismatch: "},
             {with("num-classes", 1L), 2, "bad-arrays: "},
-            {with("c.value_dtype", "fp8"), 2, "bad-client-config: client-config c.value_dtype is fp8, not fp32 or fp16"},
+            {with("c.value_dtype", "fp8"), 2, "bad-client-config: client-config c.value_dtype is fp8, not fp32, fp16, int8, int4 or sign"},
             {with("epochs", 1.0), 2, "bad-client-config: client-config needs exactly one of 'local-steps' and 'epochs'"},
         };
         FedgcHandler handler = new FedgcHandler();
@@ -285,6 +317,71 @@ public final class HandlerCheck {
         NodeContext noData = new NodeContext(1, 1, nodeConfig, new LinkedHashMap<String, Object>(), null);
         Message partition = new FedgcHandler().handle(queryPartition(), noData);
         check(partition.hasError() && partition.error().reason.contains("no device data"), "a node without data");
+    }
+
+    /**
+     * Wire format v3 through the handler. The census answer: {@code partition-id}, {@code num-partitions},
+     * {@code no-replica}, then {@code wire-versions = [1, 3]}; with {@code wire-versions=1} the answer an
+     * older client gave (no {@code wire-versions}); any other value refused ({@code bad-node-config}).
+     * A round with {@code c.value_dtype int8}: an update blob of version 3 (written to OUT). A
+     * version-1-only node refuses int8 values and a version-3 download, each in one line.
+     */
+    static void wire(File dataDir, File out) throws Exception {
+        Map<String, Object> nodeConfig = new LinkedHashMap<>();
+        nodeConfig.put("partition-id", 0L);
+        nodeConfig.put("num-partitions", 2L);
+        NodeContext both = new NodeContext(1, 1, nodeConfig, new LinkedHashMap<String, Object>(), dataDir);
+        Message census = new FedgcHandler().handle(queryPartition(), both);
+        check(census.hasContent() && new ArrayList<>(census.content().metricRecord("partition").keySet()).equals(
+                Arrays.asList("partition-id", "num-partitions", "no-replica", "wire-versions"))
+            && census.content().metricRecord("partition").get("wire-versions").equals(Arrays.asList(1L, 3L)),
+            "the census answer declares wire-versions [1, 3]: " + census);
+        Map<String, Object> oneConfig = new LinkedHashMap<>(nodeConfig);
+        oneConfig.put("wire-versions", 1L);
+        NodeContext one = new NodeContext(1, 1, oneConfig, new LinkedHashMap<String, Object>(), new File(dataDir, "v1"));
+        check(one.dataDir.mkdir() || one.dataDir.isDirectory(), "a folder for the version-1 node");
+        Files.copy(new File(dataDir, "train.npz").toPath(), new File(one.dataDir, "train.npz").toPath(),
+            java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+        Message older = new FedgcHandler().handle(queryPartition(), one);
+        check(older.hasContent() && new ArrayList<>(older.content().metricRecord("partition").keySet()).equals(
+                Arrays.asList("partition-id", "num-partitions", "no-replica")),
+            "wire-versions=1: the census answer of a client before v3: " + older);
+        for (Object bad : new Object[] {3L, "1", 1.0, true}) {
+            Map<String, Object> badConfig = new LinkedHashMap<>(nodeConfig);
+            badConfig.put("wire-versions", bad);
+            NodeContext badNode = new NodeContext(1, 1, badConfig, new LinkedHashMap<String, Object>(), dataDir);
+            for (Message m : new Message[] {queryPartition(), train(with("c.value_dtype", "int8"), 2)}) {
+                Message reply = new FedgcHandler().handle(m, badNode);
+                check(reply.hasError() && reply.error().reason.contains(":<'bad-node-config: wire-versions=")
+                    && !reply.error().reason.contains("\n"), "wire-versions=" + bad + " refused: " + reply);
+            }
+        }
+        // An int8 round: a version-3 blob (Python decodes it); fp32 stays version 1.
+        FedgcHandler handler = new FedgcHandler();
+        Message int8 = handler.handle(train(with("c.value_dtype", "int8"), 2), both);
+        check(int8.hasContent(), "an int8 round: " + int8);
+        if (int8.hasContent()) {
+            byte[] blob = int8.content().arrayRecord("update").get(Codec.UPDATE_KEY).npy().raw;
+            check(blob.length > 0 && blob[0] == 3, "the int8 update is a version-3 blob");
+            Files.write(out.toPath(), blob);
+        }
+        // A version-1-only node: int8 values and a v3 download refused in one line, before any work.
+        Message refusedInt8 = new FedgcHandler().handle(train(with("c.value_dtype", "int8"), 2), one);
+        check(refusedInt8.hasError() && refusedInt8.error().reason.contains(
+            ":<'bad-client-config: client-config c.value_dtype is int8, which needs wire format version 3"),
+            "a version-1 node refuses int8 values: " + refusedInt8);
+        check(!new File(one.dataDir, FedgcState.FILE_NAME).exists(), "refused before any state was written");
+        Message download = train(with("c.value_dtype", "fp32"), 0);
+        download.content().put("model-delta", Codec.toRecord(new byte[] {3}));
+        download.content().configRecord("config").put("downlink-base", "0000000000000000");
+        download.content().configRecord("config").put("downlink-digest", "0000000000000000");
+        Message refusedDownload = new FedgcHandler().handle(download, one);
+        check(refusedDownload.hasError() && refusedDownload.error().reason.contains(
+            "a wire format version 3 download, and this node speaks version 1 only"),
+            "a version-1 node refuses a v3 download: " + refusedDownload);
+        Message fp32 = new FedgcHandler().handle(train(with("c.value_dtype", "fp32"), 2), one);
+        check(fp32.hasContent() && fp32.content().arrayRecord("update").get(Codec.UPDATE_KEY).npy().raw[0] == 1,
+            "a version-1 node trains an fp32 round: " + fp32);
     }
 
     static Message queryPartition() {
