@@ -10,7 +10,11 @@
 * the whole blob of one 25.5M-entry update at density 0.001 (one tensor, as large as ResNet-50):
   dense fp32 / blob per encoding;
 * encode + decode time of that update, version 1 fp32 against v3 per encoding (median of interleaved
-  repeats; the target is v3 ≤ 1.5× version 1).
+  repeats; the target is v3 ≤ 1.5× version 1);
+* the codec's per-message cost, encode and decode apart (ms, median of interleaved repeats): one
+  ``mnist_2nn`` update at DGC 1 % (3 sparse matrices, 1,988 kept, and 3 dense biases, the
+  cross-device round's message), and one update of 300 small tensors (100 sparse at 1 %, 200 dense
+  of 16–511 entries: a deep net's biases and norms), each in version 1 and in v3 int8.
 
 Then training runs (``--accuracy-rounds 0`` skips them): DGC at density 0.001 on
 ``scenarios/dgc_mnist.yaml`` (or ``--scenario``) with each ``--encodings`` value (``compression.value_dtype``:
@@ -44,7 +48,7 @@ import numpy as np
 import torch
 import yaml
 
-from fedgc.compress.payloads import SparsePayload
+from fedgc.compress.payloads import DensePayload, SparsePayload
 from fedgc.wire.codec import decode_bytes, encode_bytes
 from fedgc.wire.golomb import encode_rice, max_rice_parameter, stream_bits
 from fedgc.wire.quantize import ENCODINGS, block_count, encode_values, value_bits
@@ -101,6 +105,50 @@ def timed(payload: dict, shapes: dict, version: int, values: str | None) -> floa
     start = time.perf_counter()
     decode_bytes(encode_bytes(payload, version=version, values=values), shapes)
     return time.perf_counter() - start
+
+
+def message_cases(rng: np.random.Generator) -> dict[str, tuple[dict, dict]]:
+    """The per-message updates: mnist_2nn at DGC 1 % (its matrices sparse, its biases dense, as
+    ``dense_small_tensors`` sends them) and a model of 300 small tensors (every third one sparse)."""
+    twonn = {"fc1.weight": (200, 784), "fc1.bias": (200,), "fc2.weight": (200, 200), "fc2.bias": (200,),
+             "fc3.weight": (10, 200), "fc3.bias": (10,)}
+    many = {f"t{t}": ((int(rng.integers(64, 4096)) * 9,) if t % 3 == 0 else (int(rng.integers(16, 512)),))
+            for t in range(300)}
+    sparse = {"fc1.weight", "fc2.weight", "fc3.weight"} | {f"t{t}" for t in range(0, 300, 3)}
+    out = {}
+    for name, shapes in (("2nn_dgc_0.01", twonn), ("300_tensors", many)):
+        payloads: dict = {}
+        for key, shape in shapes.items():
+            n = math.prod(shape)
+            if key in sparse:
+                k = math.ceil(n * 0.01)
+                payloads[key] = SparsePayload(indices=torch.from_numpy(np.sort(rng.choice(n, k, replace=False))),
+                                              values=torch.from_numpy(rng.standard_normal(k).astype(np.float32)),
+                                              shape=shape)
+            else:
+                payloads[key] = DensePayload(values=torch.from_numpy(rng.standard_normal(n).astype(np.float32)),
+                                             shape=shape)
+        out[name] = (payloads, shapes)
+    return out
+
+
+def message_figures(rng: np.random.Generator, repeats: int) -> dict:
+    """ms per encode and per decode of each message case, version 1 and v3 int8 (interleaved)."""
+    cases = message_cases(rng)
+    runs = [(f"{name}/{label}", payloads, shapes, version, values) for name, (payloads, shapes) in cases.items()
+            for label, version, values in (("v1", 1, None), ("v3_int8", 3, "int8"))]
+    blobs = {key: encode_bytes(p, version=v, values=e) for key, p, _, v, e in runs}
+    times: dict[str, dict[str, list[float]]] = {key: {"encode": [], "decode": []} for key, *_ in runs}
+    for _ in range(repeats):
+        for key, payloads, shapes, version, values in runs:
+            start = time.perf_counter()
+            encode_bytes(payloads, version=version, values=values)
+            middle = time.perf_counter()
+            decode_bytes(blobs[key], shapes)
+            times[key]["encode"].append(middle - start)
+            times[key]["decode"].append(time.perf_counter() - middle)
+    return {key: {"encode_ms": 1e3 * statistics.median(t["encode"]), "decode_ms": 1e3 * statistics.median(t["decode"]),
+                  "blob_bytes": len(blobs[key])} for key, t in times.items()}
 
 
 def mean_std(values: list[float]) -> tuple[float, float | None]:
@@ -267,6 +315,12 @@ def main() -> None:
     for name, _, _ in cases:
         print(f"{name:>10} {sizes[name]:>9,} {dense / sizes[name]:>8.1f} {8 * sizes[name] / k:>10.2f} "
               f"{ms[name]:>7.2f} {ms[name] / ms['v1_fp32']:>6.2f}")
+    message_repeats = 5 if args.tiny else 20 * repeats
+    per_message = message_figures(rng, message_repeats)
+    print(f"\nper message: encode and decode, ms (median of {message_repeats} interleaved)")
+    print(f"{'update':>22} {'bytes':>9} {'encode':>7} {'decode':>7}")
+    for key, row in per_message.items():
+        print(f"{key:>22} {row['blob_bytes']:>9,} {row['encode_ms']:>7.3f} {row['decode_ms']:>7.3f}")
     accuracy = None
     if args.accuracy_rounds:
         print(f"\naccuracy runs: DGC on {args.scenario}, {args.accuracy_rounds} rounds, values "
@@ -291,6 +345,7 @@ def main() -> None:
         "bits_per_value": per_value, "blob_bytes": sizes,
         "ratio_vs_dense": {name: dense / size for name, size in sizes.items()},
         "codec_ms": ms, "codec_vs_v1": {name: t / ms["v1_fp32"] for name, t in ms.items()},
+        "message_codec_ms": per_message,
         "update_entries": n_update, "kept": k,
         "accuracy": None if accuracy is None else {"scenario": args.scenario, "set": args.set,
                                                    "rounds": args.accuracy_rounds,

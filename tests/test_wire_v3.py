@@ -216,6 +216,8 @@ def test_bench_wire_runs_tiny_and_ends_with_one_json_object():
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     figures = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert {"bits_per_index", "bits_per_value", "ratio_vs_dense", "codec_ms"} <= set(figures)
+    assert {"bits_per_index", "bits_per_value", "ratio_vs_dense", "codec_ms", "message_codec_ms"} <= set(figures)
+    assert set(figures["message_codec_ms"]) == {f"{m}/{v}" for m in ("2nn_dgc_0.01", "300_tensors") for v in ("v1", "v3_int8")}
+    assert all(row["encode_ms"] > 0 and row["decode_ms"] > 0 for row in figures["message_codec_ms"].values())
     assert "accuracy_gap_pp" not in figures and "tta_3g_speedup" not in figures
     assert figures["bits_per_index"]["0.001"]["v3"] < figures["bits_per_index"]["0.001"]["v1"]

@@ -17,6 +17,7 @@ from fedgc.wire.codec import VERSION, VERSION_V3, CodecError, decode_bytes, enco
 __all__ = ["UPDATE_KEY", "CodecError", "decode_bytes", "decode_update", "encode_bytes", "encode_update", "wire_version"]
 
 UPDATE_KEY = UPDATE  # keys.UPDATE: the reply's encoded update
+NPY_STYPE = "numpy.ndarray"  # the Array's stype for .npy data (what Array(ndarray) sets)
 
 
 def wire_version(payloads: dict[str, Payload]) -> int:
@@ -31,7 +32,20 @@ def encode_update(payloads: dict[str, Payload]) -> ArrayRecord:
     """``payloads`` must be in the model's parameter order (as ``compress_update`` produces them); the
     blob is in ``wire_version(payloads)``, each coded payload with its own codes and scales."""
     blob = encode_bytes(payloads, version=wire_version(payloads))
-    return ArrayRecord({UPDATE_KEY: Array(np.frombuffer(blob, dtype=np.uint8).copy())})
+    # What Array(np.frombuffer(blob, dtype=np.uint8)) holds (np.save's bytes), without copying the
+    # blob into an array and saving it through a stream.
+    return ArrayRecord({UPDATE_KEY: Array(dtype="uint8", shape=(len(blob),), stype=NPY_STYPE,
+                                          data=npy_header(len(blob)) + blob)})
+
+
+def npy_header(count: int) -> bytes:
+    """The .npy header that numpy's own writer (``np.save``, as ``Array(ndarray)`` calls it) puts
+    before a 1-D uint8 array of ``count`` entries: format 1.0, padded to 64 bytes."""
+    fields = np.lib.format.header_data_from_array_1_0(np.zeros(0, dtype=np.uint8))
+    fields["shape"] = (count,)
+    stream = io.BytesIO()
+    np.lib.format.write_array_header_1_0(stream, fields)
+    return stream.getvalue()
 
 
 def decode_update(record: ArrayRecord, shapes: dict[str, tuple[int, ...]]) -> dict[str, Payload]:
@@ -48,8 +62,17 @@ def decode_update(record: ArrayRecord, shapes: dict[str, tuple[int, ...]]) -> di
 def npy_bytes(array: Array) -> np.ndarray:
     """The blob inside ``array``: ``stype`` "numpy.ndarray" and ``data`` one .npy file (as numpy reads
     it, no pickles) holding a uint8 array of the Array's own shape, nothing after it; else ``bad-array``."""
-    if array.stype != "numpy.ndarray":
+    if array.stype != NPY_STYPE:
         raise CodecError("bad-array", f"stype {array.stype!r}, expected 'numpy.ndarray'")
+    shape, data = array.shape, array.data
+    if (len(shape) == 1 and type(shape[0]) is int and shape[0] >= 0 and type(data) is bytes
+            and 0 < len(data) - shape[0] <= 4096):
+        # The usual case, numpy's own header for this shape and exactly the entries after it: what
+        # read_array below would return, without parsing the header's Python literal. (The length
+        # test first: no header is written for a shape the data cannot hold.)
+        header = npy_header(shape[0])
+        if len(data) == len(header) + shape[0] and data.startswith(header):
+            return np.frombuffer(data, dtype=np.uint8, offset=len(header))
     stream = io.BytesIO(array.data)
     try:  # numpy's own .npy reader (versions 1.0, 2.0, 3.0); not np.load, which would also try zip
         loaded = np.lib.format.read_array(stream, allow_pickle=False)

@@ -14,12 +14,12 @@ precedence is in docs/wire-format.md), and raises ``CodecError``. No Flower here
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 
-from fedgc.compress.bits import PackingError, packed_len
+from fedgc.compress.bits import PackingError, packed_len, unpack_bits, unpack_trits, unpack_uint
 from fedgc.compress.payloads import (
     CodedSparsePayload,
     DensePayload,
@@ -53,7 +53,8 @@ from fedgc.wire.varint import (
     decode_indices,
     encode_indices,
     encode_varints,
-    read_varints,
+    read_varint,
+    varint_bytes,
 )
 
 VERSION = 1
@@ -74,41 +75,56 @@ class CodecError(ValueError):
         self.reason = reason
 
 
-def _floats(values: torch.Tensor | list[float], dtype: torch.dtype = torch.float32) -> np.ndarray:
-    array = torch.as_tensor(values, device="cpu").detach().to(dtype).flatten().numpy()
-    return np.frombuffer(array.astype(NUMPY_DTYPES[dtype]).tobytes(), dtype=np.uint8)
+Part = bytes | np.ndarray  # a piece of a blob: bytes, or a C-contiguous uint8 array
+
+
+def _floats(values: torch.Tensor | Sequence[float], dtype: torch.dtype = torch.float32) -> Part:
+    """``values`` in ``dtype``, little-endian: a view of a CPU tensor's memory when it is already
+    that (no copy until the blob is joined), else converted by torch as ``.to(dtype)`` does."""
+    if not isinstance(values, torch.Tensor) and all(type(v) is float for v in values):
+        # Python floats: numpy's double → f32/f16 rounding is IEEE round-to-nearest, as torch's
+        return np.asarray(values, dtype=NUMPY_DTYPES[dtype]).view(np.uint8)
+    array = torch.as_tensor(values, device="cpu").detach().to(dtype).reshape(-1).numpy()
+    return np.ascontiguousarray(array, dtype=NUMPY_DTYPES[dtype]).view(np.uint8)
 
 
 def _u8(values: list[int] | torch.Tensor) -> np.ndarray:
-    return np.asarray(values, dtype=np.uint8).reshape(-1)
+    return np.ascontiguousarray(values, dtype=np.uint8).reshape(-1)
 
 
-def _body(payload: Payload) -> list[np.ndarray]:
+def _varint(value: int) -> bytes:
+    """A scalar field's varint (a count, a block size, levels, a rank)."""
+    if type(value) is int and 0 <= value < 1 << 64:
+        return varint_bytes(value)
+    return encode_varints(np.array([value], dtype=np.uint64)).tobytes()  # numpy's conversion, its errors
+
+
+def _body(payload: Payload) -> list[Part]:
+    if isinstance(payload, SparsePayload):  # first: the kind of nearly every large tensor
+        dtype = payload.values.dtype
+        return [bytes((SPARSE, DTYPE_CODES[dtype])), encode_indices(payload.indices.numpy(), payload.numel),
+                _floats(payload.values, dtype)]
     if isinstance(payload, DensePayload):
         dtype = payload.values.dtype
-        return [_u8([DENSE, DTYPE_CODES[dtype]]), _floats(payload.values, dtype)]
-    if isinstance(payload, SparsePayload):
-        dtype = payload.values.dtype
-        return [_u8([SPARSE, DTYPE_CODES[dtype]]), encode_indices(payload.indices.numpy(), payload.numel),
-                _floats(payload.values, dtype)]
+        return [bytes((DENSE, DTYPE_CODES[dtype])), _floats(payload.values, dtype)]
     if isinstance(payload, SignPayload):
-        return [_u8([SIGN]), _floats([payload.pos_scale, payload.neg_scale]), _u8(payload.signs)]
+        return [bytes((SIGN,)), _floats([payload.pos_scale, payload.neg_scale]), _u8(payload.signs)]
     if isinstance(payload, VotePayload):
-        return [_u8([VOTE]), _floats([payload.scale]), _u8(payload.signs)]
+        return [bytes((VOTE,)), _floats([payload.scale]), _u8(payload.signs)]
     if isinstance(payload, TernaryPayload):
-        return [_u8([TERNARY]), _floats([payload.scale]), _u8(payload.trits)]
+        return [bytes((TERNARY,)), _floats([payload.scale]), _u8(payload.trits)]
     if isinstance(payload, QuantizedPayload):
-        return [_u8([QSGD]), encode_varints(np.array([payload.levels, payload.bucket_size], dtype=np.uint64)),
-                _floats(payload.norms), _u8(payload.codes)]
+        return [bytes((QSGD,)), _varint(payload.levels), _varint(payload.bucket_size), _floats(payload.norms),
+                _u8(payload.codes)]
     if isinstance(payload, NaturalPayload):
-        return [_u8([NATURAL]), _u8(payload.exponents), _u8(payload.signs)]
+        return [bytes((NATURAL,)), _u8(payload.exponents), _u8(payload.signs)]
     if isinstance(payload, LowRankPayload):
         dtype = payload.p.dtype
-        return [_u8([LOWRANK, DTYPE_CODES[dtype]]), encode_varints(np.array([payload.p.shape[1]])),
-                _floats(payload.p, dtype), _floats(payload.q, dtype)]
+        return [bytes((LOWRANK, DTYPE_CODES[dtype])), _varint(payload.p.shape[1]), _floats(payload.p, dtype),
+                _floats(payload.q, dtype)]
     if isinstance(payload, SparseTernaryPayload):
         numel = math.prod(payload.shape)
-        return [_u8([STC]), _floats([payload.scale]), encode_indices(payload.indices.numpy(), numel),
+        return [bytes((STC,)), _floats([payload.scale]), encode_indices(payload.indices.numpy(), numel),
                 _u8(payload.signs)]
     raise TypeError(f"no wire format for {type(payload).__name__}")
 
@@ -124,11 +140,11 @@ def _coded(payload: SparsePayload, values: str | None, block: int) -> Coded:
     return encode_values(payload.values, values, block)
 
 
-def _code_bytes(coded: Coded) -> np.ndarray:
+def _code_bytes(coded: Coded) -> Part:
     if coded.encoding in ("fp32", "fp16"):
         return _floats(coded.codes, torch.float32 if coded.encoding == "fp32" else torch.float16)
     if coded.encoding == "int8":
-        return coded.codes.to(torch.int8).numpy().view(np.uint8)
+        return np.ascontiguousarray(coded.codes.to(torch.int8).numpy()).view(np.uint8)
     if coded.encoding == "int4":
         nibbles = coded.codes.to(torch.int8).numpy().view(np.uint8) & 0x0F
         if nibbles.size % 2:
@@ -137,20 +153,20 @@ def _code_bytes(coded: Coded) -> np.ndarray:
     return np.packbits(coded.codes.numpy().astype(np.uint8), bitorder="little")  # sign bits
 
 
-def _body_v3(payload: Payload, values: str | None, block: int) -> list[np.ndarray]:
+def _body_v3(payload: Payload, values: str | None, block: int) -> list[Part]:
     """Version 3 bodies: sparse and stc with a Golomb–Rice index block, sparse values encoded;
     every other kind as in version 1."""
     if isinstance(payload, SparsePayload):
         coded = _coded(payload, values, block)
-        parts = [_u8([SPARSE, ENCODING_CODES[coded.encoding]]), encode_rice(payload.indices.numpy(), payload.numel)]
+        parts: list[Part] = [bytes((SPARSE, ENCODING_CODES[coded.encoding])), encode_rice(payload.indices.numpy(), payload.numel)]
         if payload.indices.numel() == 0:
             return parts
         if coded.encoding in SCALED:
-            parts += [encode_varints(np.array([coded.block], dtype=np.uint64)), _floats(coded.scales)]
+            parts += [_varint(coded.block), _floats(coded.scales)]
         return [*parts, _code_bytes(coded)]
     if isinstance(payload, SparseTernaryPayload):
-        return [_u8([STC]), _floats([payload.scale]), encode_rice(payload.indices.numpy(), math.prod(payload.shape)),
-                _u8(payload.signs)]
+        return [bytes((STC,)), _floats([payload.scale]),
+                encode_rice(payload.indices.numpy(), math.prod(payload.shape)), _u8(payload.signs)]
     return _body(payload)
 
 
@@ -170,50 +186,77 @@ def encode_bytes(payloads: dict[str, Payload], version: int = VERSION, values: s
         raise ValueError(f"unknown value encoding {values!r}; one of {', '.join(ENCODINGS)}")
     if not 0 <= block < 2**64:
         raise ValueError(f"block size {block} outside 0…2**64−1")
-    parts = [_u8([version])]
+    parts: list[Part] = [bytes((version,))]
     for payload in payloads.values():
-        payload = payload_to(payload, "cpu")  # a payload made on a GPU is written from the host
+        if not _on_host(payload):
+            payload = payload_to(payload, "cpu")  # a payload made on a GPU is written from the host
         parts.extend(_body_v3(payload, values, block) if version == VERSION_V3 else _body(payload))
-    return np.concatenate(parts).tobytes()
+    # one copy of every part, views of the payloads' own memory included
+    return b"".join(part if isinstance(part, bytes) else part.data for part in parts)
+
+
+def _on_host(payload: Payload) -> bool:
+    """Whether every tensor of ``payload`` is in CPU memory (``payload_to(payload, "cpu")`` would
+    return it as it is)."""
+    return all(value.device.type == "cpu" for value in payload.__dict__.values() if isinstance(value, torch.Tensor))
 
 
 class _Reader:
-    def __init__(self, data: np.ndarray, name: str = "") -> None:
+    """The blob and a read position: ``data`` (uint8 array) for the blocks and arrays, ``raw`` (the
+    same bytes) for the one-byte and varint fields, read without numpy."""
+
+    def __init__(self, data: np.ndarray, name: str = "", raw: bytes | memoryview | None = None) -> None:
         self.data, self.pos, self.name = data, 0, name
+        self.raw = data.data if raw is None else raw
+        self.size = int(data.size)
 
     def take(self, count: int) -> np.ndarray:
-        if count < 0 or self.pos + count > self.data.size:
+        if count < 0 or self.pos + count > self.size:
             raise CodecError("truncated", f"{self.name}: needs {count} bytes at offset {self.pos}")
         chunk = self.data[self.pos : self.pos + count]
         self.pos += count
         return chunk
 
+    def byte(self) -> int:
+        """One byte field (a kind, a dtype or encoding code), as ``int(take(1)[0])``."""
+        if self.pos >= self.size:
+            raise CodecError("truncated", f"{self.name}: needs 1 bytes at offset {self.pos}")
+        value = self.raw[self.pos]
+        self.pos += 1
+        return int(value)
+
     def varint(self) -> int:
         try:
-            (value,), used = read_varints(self.data[self.pos : self.pos + 10], 1)
+            value, used = read_varint(self.raw, self.pos)
         except VarintError as err:
             raise CodecError("bad-varint", f"{self.name}: {err}") from None
         except IndexCodingError as err:
             raise CodecError("truncated", f"{self.name}: {err}") from None
         self.pos += used
-        return int(value)
+        return value
+
+    def float_array(self, count: int, dtype: torch.dtype = torch.float32) -> np.ndarray:
+        """``count`` finite values (a copy in native byte order, numpy), else ``non-finite``."""
+        size = 4 if dtype == torch.float32 else 2
+        values = self.take(count * size).view(NUMPY_DTYPES[dtype]).astype(NUMPY_DTYPES[dtype])
+        if not np.isfinite(values).all():
+            raise CodecError("non-finite", f"{self.name} holds NaN or Inf")
+        return values
 
     def floats(self, count: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        size = 4 if dtype == torch.float32 else 2
-        raw = self.take(count * size).tobytes()
-        values = torch.from_numpy(np.frombuffer(raw, dtype=NUMPY_DTYPES[dtype]).astype(NUMPY_DTYPES[dtype]))
-        if not torch.isfinite(values).all():
-            raise CodecError("non-finite", f"{self.name} holds NaN or Inf")
-        return values.to(dtype)
+        return torch.from_numpy(self.float_array(count, dtype))
 
-    def scales(self, count: int) -> list[float]:
-        values = self.floats(count)
+    def scale_array(self, count: int) -> np.ndarray:
+        values = self.float_array(count)
         if (values < 0).any():
             raise CodecError("negative-scale", f"{self.name} has a negative scale")
-        return [float(v) for v in values]
+        return values
+
+    def scales(self, count: int) -> list[float]:
+        return [float(v) for v in self.scale_array(count).tolist()]
 
     def dtype(self) -> torch.dtype:
-        code = int(self.take(1)[0])
+        code = self.byte()
         if code not in VALUE_DTYPES:
             raise CodecError("bad-dtype", f"{self.name}: value dtype code {code}")
         return VALUE_DTYPES[code]
@@ -247,21 +290,27 @@ class _Reader:
             raise CodecError("bad-bits", f"{self.name}: {err}") from None
         return torch.from_numpy(data.copy())
 
+    def bits(self, n: int) -> torch.Tensor:
+        """``n`` packed bits (``packed_len(n)`` bytes) whose padding bits are zero, as
+        ``packed(packed_len(n), lambda b: unpack_bits(b, n))`` checks them, without unpacking."""
+        data = self.take(packed_len(n))
+        if n % 8 and int(data[-1]) >> (n % 8):
+            raise CodecError("bad-bits", f"{self.name}: padding bits are not zero")
+        return torch.from_numpy(data.copy())
+
 
 def _decode_one(r: _Reader, kind: int, shape: tuple[int, ...]) -> Payload:
-    from fedgc.compress.bits import unpack_bits, unpack_trits, unpack_uint
-
     n = math.prod(shape)
-    if kind == DENSE:
-        dtype = r.dtype()
-        return DensePayload(values=r.floats(n, dtype), shape=shape)
     if kind == SPARSE:
         dtype = r.dtype()
         indices = r.indices(n)
         return SparsePayload(indices=indices, values=r.floats(indices.numel(), dtype), shape=shape)
+    if kind == DENSE:
+        dtype = r.dtype()
+        return DensePayload(values=r.floats(n, dtype), shape=shape)
     if kind in (SIGN, VOTE):
         scales = r.scales(2 if kind == SIGN else 1)
-        signs = r.packed(packed_len(n), lambda b: unpack_bits(b, n))
+        signs = r.bits(n)
         if kind == SIGN:
             return SignPayload(signs=signs, pos_scale=scales[0], neg_scale=scales[1], shape=shape)
         return VotePayload(signs=signs, scale=scales[0], shape=shape)
@@ -276,7 +325,7 @@ def _decode_one(r: _Reader, kind: int, shape: tuple[int, ...]) -> Payload:
         if bucket < 1:
             raise CodecError("bad-levels", f"{r.name}: bucket size 0")
         # A bucket longer than the tensor is one bucket: ceil(n/d) ≤ n norms, and nothing is sized by d.
-        norms = torch.tensor(r.scales(-(-n // bucket)), dtype=torch.float32, device="cpu")
+        norms = torch.from_numpy(r.scale_array(-(-n // bucket)))
         width = (2 * levels).bit_length()
         codes = r.packed(packed_len(n, width), lambda b: _check_levels(unpack_uint(b, n, width), levels, r.name))
         payload = QuantizedPayload(codes=codes, norms=norms, levels=levels, bucket_size=bucket, shape=shape)
@@ -287,7 +336,7 @@ def _decode_one(r: _Reader, kind: int, shape: tuple[int, ...]) -> Payload:
         exponents = r.take(n)
         if exponents.size and exponents.max() == 255:
             raise CodecError("non-finite", f"{r.name}: exponent 255 (Inf/NaN)")
-        signs = r.packed(packed_len(n), lambda b: unpack_bits(b, n))
+        signs = r.bits(n)
         return NaturalPayload(exponents=torch.from_numpy(exponents.copy()), signs=signs, shape=shape)
     if kind == LOWRANK:
         dtype = r.dtype()
@@ -304,16 +353,12 @@ def _decode_one(r: _Reader, kind: int, shape: tuple[int, ...]) -> Payload:
     if kind == STC:
         (scale,) = r.scales(1)
         indices = r.indices(n)
-        k = indices.numel()
-        signs = r.packed(packed_len(k), lambda b: unpack_bits(b, k))
-        return SparseTernaryPayload(indices=indices, signs=signs, scale=scale, shape=shape)
+        return SparseTernaryPayload(indices=indices, signs=r.bits(indices.numel()), scale=scale, shape=shape)
     raise CodecError("bad-kind", f"{r.name}: unknown payload kind {kind}")
 
 
 def _decode_sparse_v3(r: _Reader, shape: tuple[int, ...]) -> SparsePayload:
-    from fedgc.compress.bits import unpack_bits
-
-    code = int(r.take(1)[0])
+    code = r.byte()
     if code >= len(ENCODINGS):
         raise CodecError("bad-dtype", f"{r.name}: value encoding code {code}")
     encoding = ENCODINGS[code]
@@ -328,11 +373,11 @@ def _decode_sparse_v3(r: _Reader, shape: tuple[int, ...]) -> SparsePayload:
         return CodedSparsePayload(indices=indices, values=empty, shape=shape, encoding=encoding, block=0,
                                   codes=codes, scales=empty)
     block = r.varint()
-    scales = torch.tensor(r.scales(block_count(k, block)), dtype=torch.float32)
+    scales = torch.from_numpy(r.scale_array(block_count(k, block)))
     raw = r.take(code_bytes(encoding, k))
     if encoding == "sign":
         try:
-            codes = unpack_bits(torch.from_numpy(raw.copy()), k).to(torch.uint8)
+            codes = unpack_bits(raw, k).to(torch.uint8)
         except PackingError as err:
             raise CodecError("bad-bits", f"{r.name}: {err}") from None
     else:
@@ -342,11 +387,12 @@ def _decode_sparse_v3(r: _Reader, shape: tuple[int, ...]) -> SparsePayload:
                 raise CodecError("bad-bits", f"{r.name}: int4 padding nibble set")
             raw = nibbles[:k]
             raw = np.where(raw >= 8, raw.astype(np.int16) - 16, raw).astype(np.int8)  # 4-bit two's complement
-        codes = torch.from_numpy(raw.view(np.int8).copy())
-        if ((codes < -LEVELS[encoding]) | (codes > LEVELS[encoding])).any():  # −128 (int8), −8 (int4)
+        signed = raw.view(np.int8)
+        if ((signed < -LEVELS[encoding]) | (signed > LEVELS[encoding])).any():  # −128 (int8), −8 (int4)
             raise CodecError("bad-levels", f"{r.name}: an {encoding} code outside ±{LEVELS[encoding]}")
+        codes = torch.from_numpy(signed.copy())
     values = dequantize(codes, scales, encoding, block)
-    if not torch.isfinite(values).all():  # a finite scale near the f32 maximum times a code can overflow
+    if not np.isfinite(values.numpy()).all():  # a finite scale near the f32 maximum times a code can overflow
         raise CodecError("non-finite", f"{r.name}: code x scale overflows")
     return CodedSparsePayload(indices=indices, values=values, shape=shape, encoding=encoding, block=block,
                               codes=codes, scales=scales)
@@ -356,13 +402,9 @@ def _decode_one_v3(r: _Reader, kind: int, shape: tuple[int, ...]) -> Payload:
     if kind == SPARSE:
         return _decode_sparse_v3(r, shape)
     if kind == STC:
-        from fedgc.compress.bits import unpack_bits
-
         (scale,) = r.scales(1)
         indices = r.rice(math.prod(shape))
-        k = indices.numel()
-        signs = r.packed(packed_len(k), lambda b: unpack_bits(b, k))
-        return SparseTernaryPayload(indices=indices, signs=signs, scale=scale, shape=shape)
+        return SparseTernaryPayload(indices=indices, signs=r.bits(indices.numel()), scale=scale, shape=shape)
     return _decode_one(r, kind, shape)
 
 
@@ -373,15 +415,19 @@ def _check_levels(codes: torch.Tensor, levels: int, name: str) -> None:
 
 def decode_bytes(data: bytes | np.ndarray, shapes: dict[str, tuple[int, ...]]) -> dict[str, Payload]:
     """Validate and decode an update blob (version 1 or 3) against the model's parameter ``shapes``."""
-    r = _Reader(np.frombuffer(bytes(data), dtype=np.uint8))
-    version = int(r.take(1)[0]) if r.data.size else -1
+    if isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 1 and data.flags.c_contiguous:
+        r = _Reader(data)  # (npy_bytes's array) read in place: every decoded tensor is a copy
+    else:
+        raw = data if type(data) is bytes else bytes(data)
+        r = _Reader(np.frombuffer(raw, dtype=np.uint8), raw=raw)
+    version = r.byte() if r.size else -1
     if version not in VERSIONS:
         raise CodecError("bad-version", f"format version {version}, expected one of {VERSIONS}")
     decode_one = _decode_one_v3 if version == VERSION_V3 else _decode_one
     payloads: dict[str, Payload] = {}
     for name, shape in shapes.items():
         r.name = name
-        payloads[name] = decode_one(r, int(r.take(1)[0]), tuple(shape))
-    if r.pos != r.data.size:
-        raise CodecError("trailing-bytes", f"{r.data.size - r.pos} bytes after the last parameter")
+        payloads[name] = decode_one(r, r.byte(), tuple(shape))
+    if r.pos != r.size:
+        raise CodecError("trailing-bytes", f"{r.size - r.pos} bytes after the last parameter")
     return payloads

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedgc.wire.varint import IndexCodingError, IndexTruncated, encode_varints, read_varints
+from fedgc.wire.varint import IndexCodingError, IndexTruncated, index_gaps, read_varint, varint_bytes
 
 MAX_RICE_PARAMETER = 48  # a remainder and its bit offset within a byte fit 7 bytes of one int64
 
@@ -36,12 +36,22 @@ def max_rice_parameter(numel: int) -> int:
 
 def _gather_fields(data: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray:
     """The ``width``-bit fields (≤ 48) at bit ``offsets`` of ``data`` (which holds them all), int64."""
-    padded = np.concatenate((data, np.zeros(8, dtype=np.uint8))).astype(np.int64)
+    padded = np.concatenate((data, np.zeros(8, dtype=np.uint8)))
     first = offsets >> 3
-    words = np.zeros(offsets.size, dtype=np.int64)
-    for t in range((width + 7 + 7) // 8):
-        words |= padded[first + t] << (8 * t)
-    return (words >> (offsets & 7)) & ((1 << width) - 1)
+    words = padded[first].astype(np.int64)  # only the bytes that hold a field are widened
+    for t in range(1, (width + 7 + 7) // 8):
+        words |= padded[first + t].astype(np.int64) << (8 * t)
+    out: np.ndarray = (words >> (offsets & 7)) & ((1 << width) - 1)
+    return out
+
+
+def _low_bits(values: np.ndarray, width: int) -> np.ndarray:
+    """The low ``width`` bits (1…48) of each of the non-negative int64 ``values``, low bit first:
+    a (len, width) uint8 array of 0/1, unpacked from the values' little-endian bytes."""
+    size = 1 if width <= 8 else 2 if width <= 16 else 4 if width <= 32 else 8
+    narrow = (values & ((1 << width) - 1)).astype(f"<u{size}")
+    bits = np.unpackbits(narrow.view(np.uint8), bitorder="little").reshape(values.size, 8 * size)
+    return bits[:, :width]
 
 
 def stream_bits(gaps: np.ndarray, b: int) -> int:
@@ -54,10 +64,10 @@ def encode_rice(indices: np.ndarray, numel: int, b: int | None = None) -> np.nda
     ``rice_parameter`` of the gaps; a given ``b`` must be within ``max_rice_parameter(numel)``."""
     indices = np.asarray(indices, dtype=np.int64).reshape(-1)
     count = indices.size
-    head = encode_varints(np.array([count], dtype=np.uint64))
+    head = varint_bytes(count)
     if count == 0:
-        return head
-    gaps = np.diff(indices, prepend=-1) - 1
+        return np.frombuffer(head, dtype=np.uint8).copy()
+    gaps = index_gaps(indices)
     if gaps.min() < 0 or int(indices[-1]) >= numel:
         raise ValueError("indices must be strictly increasing and below the tensor's size")
     if b is None:
@@ -69,12 +79,9 @@ def encode_rice(indices: np.ndarray, numel: int, b: int | None = None) -> np.nda
     bits = np.zeros(unary_bits + count * b, dtype=np.uint8)  # one byte per bit: ≤ numel + k·(b + 1)
     bits[ends] = 1
     if b:
-        remainders = gaps & ((1 << b) - 1)
-        columns = bits[unary_bits:].reshape(count, b)
-        for t in range(b):  # b strided copies, not k·b scattered writes
-            columns[:, t] = (remainders >> t) & 1
+        bits[unary_bits:].reshape(count, b)[...] = _low_bits(gaps, b)
     stream = np.packbits(bits, bitorder="little")
-    return np.concatenate((head, np.array([b], dtype=np.uint8), stream))
+    return np.concatenate((np.frombuffer(head + bytes((b,)), dtype=np.uint8), stream))
 
 
 def decode_rice(data: np.ndarray, numel: int) -> tuple[np.ndarray, int]:
@@ -88,8 +95,7 @@ def decode_rice(data: np.ndarray, numel: int) -> tuple[np.ndarray, int]:
     the padding bits (set: IndexCodingError) and the last index (≥ ``numel``: IndexCodingError).
     Nothing is allocated beyond the bytes those bounds allow, whatever the blob says."""
     data = np.ascontiguousarray(data, dtype=np.uint8)
-    (count,), used = read_varints(data, 1)
-    count = int(count)
+    count, used = read_varint(data[:10].tobytes())
     if count > numel:
         raise IndexCodingError(f"{count} indices for {numel} entries")
     if count == 0:
@@ -104,7 +110,7 @@ def decode_rice(data: np.ndarray, numel: int) -> tuple[np.ndarray, int]:
     # Σ quotients ≤ (Σ gaps) >> b ≤ (numel − k) >> b: the k one bits end within this many bits.
     unary_max = ((numel - count) >> b) + count
     window = np.unpackbits(body[: -(-unary_max // 8)], bitorder="little")[:unary_max]
-    ends = np.flatnonzero(window)[:count]
+    ends = np.flatnonzero(window.view(bool))[:count]  # 0/1 bytes: as bools, numpy's fast path
     if ends.size < count:
         if window.size < unary_max:
             raise IndexTruncated(f"the blob ends within the unary part of gap {ends.size}")
@@ -116,7 +122,7 @@ def decode_rice(data: np.ndarray, numel: int) -> tuple[np.ndarray, int]:
         raise IndexTruncated(f"Rice stream needs {nbytes} bytes, {body.size} left")
     if total_bits % 8 and int(body[nbytes - 1]) >> (total_bits % 8):
         raise IndexCodingError("Rice stream padding bits set")
-    gaps = (np.diff(ends, prepend=-1) - 1) << b
+    gaps = index_gaps(ends) << b
     if b:
         gaps |= _gather_fields(body[:nbytes], unary_bits + b * np.arange(count, dtype=np.int64), b)
     indices = np.cumsum(gaps + 1) - 1
