@@ -27,9 +27,17 @@ included), over the whole run and over the rounds at the scenario's density (aft
 mean accuracy is within 0.3 points of fp32's, and ``accuracy_gap_pp`` its gap; both only from the runs
 made here, and only with at least 3 seeds. ``--set KEY=VALUE`` overrides the scenario (e.g.
 ``--set model.name=mnist_cnn --set compression.warmup_rounds=0``: message sizes on mnist_cnn).
+With ``--tta-3g`` it also measures time to target on replayed 3G with churn
+(``scenarios/mnist_3g_dropouts.yaml``, needs ``FEDGC_TRACE_DIR``): the dense run and DGC uploads with
+top-k model-difference downloads at each ``--tta-densities`` value both ways, with each
+``--tta-encodings`` value in both directions, one seed (``--tta-seed``), ``--jobs`` runs at a time,
+run folders kept under ``--tta-out`` (reused when finished). ``tta_3g_speedup`` is the dense run's
+simulated time to the scenario's target over the fastest compressed run's (``tta_3g_best`` names it).
+``--write`` writes that table into docs/results.md (``<!-- wire-tta3g:begin -->``).
 The last line is one JSON object.
 
     FEDGC_DATA_DIR=... .venv/bin/python bench/wire.py       # ~1 min + 25–90 s a 200-round run (2 shared cores)
+    FEDGC_DATA_DIR=... FEDGC_TRACE_DIR=... .venv/bin/python bench/wire.py --accuracy-rounds 0 --tta-3g --write
     .venv/bin/python bench/wire.py --tiny     # a smoke run (smaller tensors, fewer repeats, 3 rounds, 1 seed)
 """
 
@@ -41,12 +49,17 @@ import json
 import math
 import statistics
 import subprocess
+import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import torch
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_block import write_block  # the benches' own helper, beside this file
 
 from fedgc.compress.payloads import DensePayload, SparsePayload
 from fedgc.wire.codec import decode_bytes, encode_bytes
@@ -226,6 +239,95 @@ def accuracy_section(args: argparse.Namespace) -> dict:
     return {"runs": runs, "figures": figures}
 
 
+TTA_SCENARIO = REPO / "scenarios" / "mnist_3g_dropouts.yaml"
+TTA_BEGIN, TTA_END = "<!-- wire-tta3g:begin -->", "<!-- wire-tta3g:end -->"
+
+
+def tta_configs(densities: list[float], encodings: list[str]) -> dict[str, list[str]]:
+    """The ``--set`` overrides of each 3G run, by name: dense, then DGC up and top-k down at each density
+    both ways with each value encoding both ways."""
+    configs = {"dense": ["compression.name=none"]}
+    for density in densities:
+        for encoding in encodings:
+            configs[f"{encoding} {density:g}"] = [
+                f"compression.density={density:g}", "downlink.name=topk", f"downlink.density={density:g}",
+                f"compression.value_dtype={encoding}", f"downlink.value_dtype={encoding}"]
+    return configs
+
+
+def tta_run(name: str, sets: list[str], seed: int, out: Path, rounds: int | None) -> dict:
+    """One 3G run (a finished run folder is read as it is): its simulated time and rounds to target."""
+    folder = out / f"seed{seed}" / name.replace(" ", "_")
+    summary = folder / "summary.json"
+    expected = rounds or yaml.safe_load(TTA_SCENARIO.read_text())["rounds"]
+    old = json.loads(summary.read_text()) if summary.is_file() else {}
+    if not (old.get("stopped_reason") == "completed" and old.get("rounds") == expected):
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        extra = [*sets, f"seed={seed}", *([f"rounds={rounds}"] if rounds else [])]
+        cmd = [sys.executable, "-m", "fedgc.cli.run", str(TTA_SCENARIO), "--out", str(folder), "--overwrite", "--quiet",
+               *(a for s in extra for a in ("--set", s))]
+        with open(folder.with_suffix(".log"), "w") as log:
+            done = subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, check=False)
+        if done.returncode != 0 or not summary.is_file():
+            raise SystemExit(f"bench/wire.py: the 3G run {name!r} failed (exit {done.returncode}): "
+                             f"{folder.with_suffix('.log')}")
+    s = json.loads(summary.read_text())
+    return {"name": name, "seed": seed, "time_to_target_s": s["time_to_target_s"],
+            "rounds_to_target": s["rounds_to_target"], "rounds": s["rounds"], "final_accuracy": s["final_accuracy"],
+            "target": s["target_accuracy"], "bytes_up": s["bytes_up"], "bytes_down": s["bytes_down"],
+            "sim_time_s": s["sim_time_s"], "rejected": s["updates_rejected"], "failed": s["clients_failed"]}
+
+
+def tta_section(args: argparse.Namespace) -> dict:
+    configs = tta_configs(args.tta_densities, args.tta_encodings)
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {name: pool.submit(tta_run, name, sets, args.tta_seed, args.tta_out, args.tta_rounds)
+                   for name, sets in configs.items()}
+        runs = {name: future.result() for name, future in futures.items()}
+    dense = runs["dense"]["time_to_target_s"]
+    for run in runs.values():
+        t = run["time_to_target_s"]
+        run["speedup"] = dense / t if dense and t else None
+    reached = [r for n, r in runs.items() if n != "dense" and r["speedup"] is not None]
+    best = max(reached, key=lambda r: r["speedup"]) if reached else None
+    print(f"\ntime to {runs['dense']['target']:.0%} on replayed 3G with churn ({TTA_SCENARIO.name}, seed {args.tta_seed}): "
+          "dense against DGC up + top-k down, values encoded both ways")
+    print(f"{'run':>12} {'time to target':>15} {'rounds':>7} {'MB up':>8} {'MB down':>8} {'final':>7} {'speed-up':>9}")
+    for name, r in runs.items():
+        t = "—" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.1f} s"
+        sp = "—" if r["speedup"] is None else f"{r['speedup']:.2f}x"
+        print(f"{name:>12} {t:>15} {r['rounds_to_target'] or '—':>7} {r['bytes_up'] / 1e6:>8.2f} "
+              f"{r['bytes_down'] / 1e6:>8.2f} {100 * r['final_accuracy']:>6.2f}% {sp:>9}")
+    return {"runs": runs, "best": None if best is None else best["name"],
+            "speedup": None if best is None else best["speedup"]}
+
+
+def tta_block(tta: dict, commit: str, seed: int) -> str:
+    """The ``--write`` block of docs/results.md (pure: from the section's figures)."""
+    runs = tta["runs"]
+    dense = runs["dense"]
+    lines = [TTA_BEGIN,
+             f"Written by `.venv/bin/python bench/wire.py --tta-3g --write` ({datetime.date.today()}, main at {commit}, "
+             f"CPU kernels {torch.backends.cpu.get_cpu_capability()}): `scenarios/mnist_3g_dropouts.yaml` (100 phones, "
+             "MNIST Dirichlet α = 0.5, `mnist_2nn`, 13 selected a round for 10 updates, churn, device tiers, replayed "
+             f"Norway HSDPA 3G traces), seed {seed}, simulated time to {dense['target']:.0%} test accuracy. Compressed runs: "
+             "DGC uploads (plain error feedback, as the scenario) and top-k model-difference downloads at the same "
+             "density, values in the same encoding both ways (v3 for int8, int4 and sign).",
+             "",
+             "| run | time to target | rounds to target | MB up | MB down | final accuracy | speed-up |",
+             "|---|---|---|---|---|---|---|"]
+    for name, r in runs.items():
+        t = "not reached" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.1f} s"
+        sp = "—" if r["speedup"] is None else f"{r['speedup']:.2f}×"
+        sp = f"**{sp}**" if name == tta["best"] else sp
+        lines.append(f"| {name} | {t} | {r['rounds_to_target'] or '—'} | {r['bytes_up'] / 1e6:.2f} | "
+                     f"{r['bytes_down'] / 1e6:.2f} | {100 * r['final_accuracy']:.2f}% | {sp} |")
+    if tta["best"] is not None:
+        lines += ["", f"`tta_3g_speedup`: {tta['speedup']:.2f} ({tta['best']} both ways), one seed."]
+    lines.append(TTA_END)
+    return "\n".join(lines)
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tiny", action="store_true", help="small tensors and 3 repeats: a smoke run")
@@ -239,7 +341,32 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seeds", default=None, help="comma-separated seeds of the accuracy runs (default 0,1,2; --tiny: 0)")
     parser.add_argument("--encodings", default="fp32,fp16,int8,int4",
                         help="comma-separated value_dtype values of the accuracy runs (fp32 first: the gaps are to it)")
+    parser.add_argument("--tta-3g", action="store_true", help="also time to target on replayed 3G (see above)")
+    parser.add_argument("--tta-densities", default="0.03,0.05,0.1", help="densities of the 3G runs, both ways")
+    parser.add_argument("--tta-encodings", default="fp32,int4,sign", help="value encodings of the 3G runs, both ways")
+    parser.add_argument("--tta-seed", type=int, default=0)
+    parser.add_argument("--tta-rounds", type=int, default=None, help="override the 3G scenario's rounds")
+    parser.add_argument("--tta-out", type=Path, default=REPO / "runs" / "bench-wire-3g")
+    parser.add_argument("--jobs", type=int, default=1, help="3G runs at a time (processes)")
+    parser.add_argument("--write", action="store_true", help="write the 3G table into docs/results.md")
     args = parser.parse_args()
+    if not 1 <= args.jobs <= 16:
+        parser.error(f"--jobs must be 1 to 16, not {args.jobs}")
+    if not 0 <= args.tta_seed < 2**32:
+        parser.error(f"--tta-seed must be in 0…2**32−1, not {args.tta_seed}")
+    if args.tta_rounds is not None and not 1 <= args.tta_rounds <= MAX_ROUNDS:
+        parser.error(f"--tta-rounds must be 1 to {MAX_ROUNDS}, not {args.tta_rounds}")
+    try:
+        args.tta_densities = [float(d) for d in args.tta_densities[:200].split(",")]
+    except ValueError:
+        parser.error(f"--tta-densities: comma-separated numbers, not {args.tta_densities[:60]!r}")
+    if not 1 <= len(args.tta_densities) <= 8 or not all(0 < d <= 1 for d in args.tta_densities):
+        parser.error("--tta-densities: 1 to 8 densities in (0, 1]")
+    args.tta_encodings = args.tta_encodings[:200].split(",")
+    if not 1 <= len(args.tta_encodings) <= len(ENCODINGS) or not set(args.tta_encodings) <= set(ENCODINGS):
+        parser.error(f"--tta-encodings: some of {', '.join(ENCODINGS)}")
+    if args.write and not args.tta_3g:
+        parser.error("--write writes the 3G table: give --tta-3g")
     if not 1 <= args.repeats <= 1000:
         parser.error(f"--repeats must be 1 to 1000, not {args.repeats}")
     args.accuracy_rounds = (3 if args.tiny else 200) if args.accuracy_rounds is None else args.accuracy_rounds
@@ -336,9 +463,15 @@ def main() -> None:
         print(f"\nbest encoding within {KEEPS_ACCURACY_PP} points of fp32 values: {best[0]}, whole upload message "
               f"{best[1]['ratio_at_density']:.1f}x smaller than dense fp32 at the scenario's density, "
               f"{best[1]['gap_pp']:+.2f} points")
-    print("\nnot measured here: tta_3g_speedup (no 3G runs in this bench)")
+    tta = tta_section(args) if args.tta_3g else None
+    if tta is None:
+        print("\nnot measured here: tta_3g_speedup (give --tta-3g)")
+    elif args.write:
+        write_block(REPO / "docs" / "results.md", TTA_BEGIN, TTA_END, tta_block(tta, commit, args.tta_seed))
     kept = {} if best is None else {"ratio_whole_message": best[1]["ratio_at_density"],
                                     "accuracy_gap_pp": best[1]["gap_pp"], "best_encoding": best[0]}
+    if tta is not None:
+        kept.update({"tta_3g_speedup": tta["speedup"], "tta_3g_best": tta["best"], "tta_3g": tta["runs"]})
     print(json.dumps({**kept,
         "bench": "wire", "tiny": args.tiny, "commit": commit, "date": str(datetime.date.today()),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(), "bits_per_index": indices,

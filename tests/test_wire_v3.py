@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 import tracemalloc
@@ -221,3 +222,26 @@ def test_bench_wire_runs_tiny_and_ends_with_one_json_object():
     assert all(row["encode_ms"] > 0 and row["decode_ms"] > 0 for row in figures["message_codec_ms"].values())
     assert "accuracy_gap_pp" not in figures and "tta_3g_speedup" not in figures
     assert figures["bits_per_index"]["0.001"]["v3"] < figures["bits_per_index"]["0.001"]["v1"]
+
+
+def test_bench_wire_times_3g_runs_to_target_and_names_the_fastest(tmp_path):
+    """``--tta-3g``: the dense run and each compressed-both-ways run of the 3G scenario, their simulated
+    time to target and bytes; ``tta_3g_speedup`` is dense's time over the fastest's (None when, as in
+    two rounds, no run reaches the target); a finished run folder is reused, not run again."""
+    from .conftest import shared_dir
+
+    env = {**os.environ, "FEDGC_DATA_DIR": str(shared_dir() / "data"), "FEDGC_TRACE_DIR": str(shared_dir() / "traces")}
+    command = [sys.executable, "bench/wire.py", "--tiny", "--accuracy-rounds", "0", "--tta-3g", "--tta-rounds", "2",
+               "--tta-densities", "0.1", "--tta-encodings", "int4", "--tta-out", str(tmp_path), "--jobs", "2"]
+    proc = subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    runs = figures["tta_3g"]
+    assert list(runs) == ["dense", "int4 0.1"]
+    assert runs["int4 0.1"]["bytes_up"] < runs["dense"]["bytes_up"] / 20  # 10% of the entries in 4 bits
+    assert runs["int4 0.1"]["bytes_down"] < runs["dense"]["bytes_down"] / 20
+    assert figures["tta_3g_speedup"] is None and figures["tta_3g_best"] is None  # 2 rounds: 90% not reached
+    written = (tmp_path / "seed0" / "dense" / "metrics.jsonl").stat().st_mtime_ns
+    again = subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
+    assert json.loads(again.stdout.strip().splitlines()[-1])["tta_3g"] == runs
+    assert (tmp_path / "seed0" / "dense" / "metrics.jsonl").stat().st_mtime_ns == written
