@@ -20,9 +20,11 @@ exactly; only the momentum that shapes future rounds is rounded. Arithmetic is f
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from fedgc.compress.memory import Memory
+from fedgc.compress.topk import on_host
 
 MOMENTUM_KEY = "dgc_momentum/"
 VELOCITY_KEY = "dgc_velocity/"
@@ -48,17 +50,19 @@ class DGCMemory(Memory):
         self.velocities: dict[str, torch.Tensor] = {}  # v
 
     def compensate(self, grad: torch.Tensor, name: str) -> torch.Tensor:
-        velocity = self.velocities.get(name, torch.zeros_like(grad))
+        # A fresh client's u and v are zero. Without allocating them: 0 + x is computed as x + 0.0 and
+        # m·0 + x as x + m·0.0 (the same bits: the zero's sign is m's, and -0.0 + 0.0 is +0.0 either way).
+        velocity = self.velocities.get(name)
         if not self.momentum_correction:
-            velocity = velocity + grad
+            velocity = grad + 0.0 if velocity is None else velocity + grad
         else:
-            momentum = self.momentums.get(name, torch.zeros_like(grad))
+            momentum = self.momentums.get(name)
             if self.nesterov:
-                momentum = self.momentum * (momentum + grad)
-                velocity = velocity + momentum + grad
+                momentum = self.momentum * (grad + 0.0 if momentum is None else momentum + grad)
+                velocity = (momentum + 0.0 if velocity is None else velocity + momentum) + grad
             else:
-                momentum = self.momentum * momentum + grad
-                velocity = velocity + momentum
+                momentum = grad + self.momentum * 0.0 if momentum is None else self.momentum * momentum + grad
+                velocity = momentum + 0.0 if velocity is None else velocity + momentum
             self.momentums[name] = momentum
         self.velocities[name] = velocity
         return velocity
@@ -71,7 +75,7 @@ class DGCMemory(Memory):
         if self.momentum_correction and self.momentum_masking and not sent_dense:
             # Sent positions are read off the dense view (an entry of v that is exactly 0 counts as
             # not sent; it carries nothing either way).
-            self.momentums[name] = self.momentums[name].masked_fill(sent != 0, 0.0)
+            self.momentums[name] = _zero_where_sent(self.momentums[name], sent)
 
     def restore(self, name: str, sent: torch.Tensor) -> None:
         # The unapplied values go back into v and are sent again later. The momentum masked at those
@@ -88,3 +92,13 @@ class DGCMemory(Memory):
         self.momentums = {k.removeprefix(MOMENTUM_KEY): u.to(torch.float32) if u.dtype != torch.float32 else u
                           for k, u in state.items() if k.startswith(MOMENTUM_KEY)}
         self.velocities = {k.removeprefix(VELOCITY_KEY): v for k, v in state.items() if k.startswith(VELOCITY_KEY)}
+
+
+def _zero_where_sent(momentum: torch.Tensor, sent: torch.Tensor) -> torch.Tensor:
+    """``momentum.masked_fill(sent != 0, 0.0)`` (NaN counts as sent). On the CPU numpy finds the few
+    sent positions and zeroes a copy there, several times cheaper than torch's mask and fill."""
+    if not (on_host(momentum, sent) and momentum.shape == sent.shape):
+        return momentum.masked_fill(sent != 0, 0.0)
+    masked = momentum.detach().numpy().copy()
+    masked.reshape(-1)[np.flatnonzero(sent.detach().numpy() != 0)] = 0.0
+    return torch.from_numpy(masked)

@@ -21,6 +21,13 @@ def k_for(numel: int, density: float) -> int:
     return max(1, min(numel, math.ceil(density * numel)))
 
 
+def on_host(*tensors: torch.Tensor) -> bool:
+    """Whether numpy may stand in for torch on ``tensors`` (CPU fp32 or fp64) in exact operations:
+    abs, comparisons, nonzero, gathers, partition; its boolean kernels and ``flatnonzero`` cost a
+    fraction of torch's on a few hundred thousand entries."""
+    return all(t.is_cpu and t.dtype in (torch.float32, torch.float64) for t in tensors)
+
+
 def topk_indices(flat: torch.Tensor, k: int) -> torch.Tensor:
     """Ascending indices of the ``k`` entries of ``flat`` of largest magnitude; ties at the k-th
     magnitude go to the lowest indices, NaN ranks above every number."""

@@ -75,9 +75,11 @@ def check_sparse(payload: SparsePayload, tensor: torch.Tensor, compressor: Compr
                          f"({values.dtype}, {values.dim()}-D, {values.numel()} values for {indices.numel()} indices)")
     if indices.numel() == 0:
         return
-    if bool((indices[1:] <= indices[:-1]).any()):
+    # On the CPU numpy reads the indices: the same tests in a fraction of torch's calls' time.
+    order = indices.detach().numpy() if indices.device.type == "cpu" else indices
+    if bool((order[1:] <= order[:-1]).any()):
         raise ValueError(f"{where} whose indices are not strictly increasing (sort them, values with them)")
-    if int(indices[0]) < 0 or int(indices[-1]) >= tensor.numel():
+    if int(order[0]) < 0 or int(order[-1]) >= tensor.numel():
         raise ValueError(f"{where} with an index outside [0, {tensor.numel()})")
 
 
