@@ -258,6 +258,7 @@ def tta_configs(densities: list[float], encodings: list[str]) -> dict[str, list[
 def tta_run(name: str, sets: list[str], seed: int, out: Path, rounds: int | None) -> dict:
     """One 3G run (a finished run folder is read as it is): its simulated time and rounds to target."""
     folder = out / f"seed{seed}" / name.replace(" ", "_")
+    log_path = folder.parent / f"{folder.name}.log"  # (not with_suffix: "int4_0.05" has a dot)
     summary = folder / "summary.json"
     expected = rounds or yaml.safe_load(TTA_SCENARIO.read_text())["rounds"]
     old = json.loads(summary.read_text()) if summary.is_file() else {}
@@ -266,11 +267,11 @@ def tta_run(name: str, sets: list[str], seed: int, out: Path, rounds: int | None
         extra = [*sets, f"seed={seed}", *([f"rounds={rounds}"] if rounds else [])]
         cmd = [sys.executable, "-m", "fedgc.cli.run", str(TTA_SCENARIO), "--out", str(folder), "--overwrite", "--quiet",
                *(a for s in extra for a in ("--set", s))]
-        with open(folder.with_suffix(".log"), "w") as log:
+        with open(log_path, "w") as log:
             done = subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, check=False)
         if done.returncode != 0 or not summary.is_file():
             raise SystemExit(f"bench/wire.py: the 3G run {name!r} failed (exit {done.returncode}): "
-                             f"{folder.with_suffix('.log')}")
+                             f"{log_path}")
     s = json.loads(summary.read_text())
     return {"name": name, "seed": seed, "time_to_target_s": s["time_to_target_s"],
             "rounds_to_target": s["rounds_to_target"], "rounds": s["rounds"], "final_accuracy": s["final_accuracy"],
