@@ -27,6 +27,9 @@ included), over the whole run and over the rounds at the scenario's density (aft
 mean accuracy is within 0.3 points of fp32's, and ``accuracy_gap_pp`` its gap; both only from the runs
 made here, and only with at least 3 seeds. ``--set KEY=VALUE`` overrides the scenario (e.g.
 ``--set model.name=mnist_cnn --set compression.warmup_rounds=0``: message sizes on mnist_cnn).
+``--accuracy-out DIR`` keeps each accuracy run in a run folder there (evaluated every tenth of the
+rounds): a finished one is reused, one cut short resumed from its checkpoint, so a long comparison
+can span sessions.
 With ``--tta-3g`` it also measures time to target on replayed 3G with churn
 (``scenarios/mnist_3g_dropouts.yaml``, needs ``FEDGC_TRACE_DIR``): the dense run and DGC uploads with
 top-k model-difference downloads at each ``--tta-densities`` value both ways, with each
@@ -168,19 +171,27 @@ def mean_std(values: list[float]) -> tuple[float, float | None]:
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
 
 
-def training_run(scenario_path: str, encoding: str, seed: int, rounds: int, sets: dict | None = None) -> dict:
-    """One DGC run with ``value_dtype: encoding``: final accuracy and the run's upload byte counts."""
+def training_run(scenario_path: str, encoding: str, seed: int, rounds: int, sets: dict | None = None,
+                 out: Path | None = None) -> dict:
+    """One DGC run with ``value_dtype: encoding``: final accuracy and the run's upload byte counts. With
+    ``out``, in the run folder ``out/seed<seed>/<encoding>`` (a finished one read as it is, one cut short
+    resumed from its checkpoint: long runs span sessions), else in this process."""
     import fedgc
 
     overrides = {**(sets or {}), "rounds": rounds, "seed": seed, "compression.value_dtype": encoding,
-                 "eval.every": rounds}
+                 "eval.every": rounds if out is None else max(1, rounds // 10)}
     try:
         scenario = fedgc.Scenario.from_yaml(scenario_path, overrides)
     except fedgc.ScenarioError as err:
         raise SystemExit(f"bench/wire.py: {err}") from None
     start = time.perf_counter()
-    run = fedgc.run(scenario)
-    wall = time.perf_counter() - start
+    if out is None:
+        run = fedgc.run(scenario)
+    else:
+        folder = out / f"seed{seed}" / encoding
+        run_in_folder(scenario_path, overrides, folder)
+        run = fedgc.load_run(folder)
+    wall = time.perf_counter() - start if out is None else run.summary.wall_time_s
     target = scenario.compression.density
     steady = [r for r in run.rounds if r.density == target and r.bytes_up]
     return {"encoding": encoding, "seed": seed, "rounds": rounds, "final_accuracy": run.summary.final_accuracy,
@@ -190,6 +201,26 @@ def training_run(scenario_path: str, encoding: str, seed: int, rounds: int, sets
             "ratio_at_density": (sum(r.dense_bytes_up for r in steady) / sum(r.bytes_up for r in steady)
                                  if steady else None),
             "rejected": run.summary.updates_rejected, "failed": run.summary.clients_failed, "wall_s": wall}
+
+
+def run_in_folder(scenario_path: str, overrides: dict, folder: Path) -> None:
+    """``fedgc run`` of the scenario with ``overrides`` into ``folder``, unless it finished there already
+    (the same rounds); a run there cut short (a checkpoint, interrupted or no summary) goes on from it."""
+    summary = folder / "summary.json"
+    done = json.loads(summary.read_text()) if summary.is_file() else {}
+    if done.get("stopped_reason") == "completed" and done.get("rounds") == overrides["rounds"]:
+        return
+    if (folder / "checkpoint.pt").is_file() and done.get("stopped_reason") in (None, "interrupted"):
+        cmd = [sys.executable, "-m", "fedgc.cli.run", "--resume", str(folder), "--quiet"]
+    else:
+        sets = [a for key, value in overrides.items() for a in ("--set", f"{key}={json.dumps(value)}")]
+        cmd = [sys.executable, "-m", "fedgc.cli.run", str(scenario_path), "--out", str(folder), "--overwrite",
+               "--quiet", *sets]
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f"{folder.name}.log", "a") as log:
+        code = subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+    if code != 0:
+        raise SystemExit(f"bench/wire.py: the run in {folder} failed (exit {code}): {folder.parent / folder.name}.log")
 
 
 def accuracy_figures(runs: list[dict], encodings: list[str]) -> dict:
@@ -221,7 +252,7 @@ def accuracy_section(args: argparse.Namespace) -> dict:
     runs = []
     for seed in args.seeds:  # seed by seed, every encoding: a cut-short bench still compares like with like
         for encoding in args.encodings:
-            runs.append(training_run(args.scenario, encoding, seed, args.accuracy_rounds, args.set))
+            runs.append(training_run(args.scenario, encoding, seed, args.accuracy_rounds, args.set, args.accuracy_out))
             r = runs[-1]
             print(f"  {encoding:>5} seed {seed}: final accuracy {r['final_accuracy']:.4f}, upload ratio "
                   f"{r['ratio_run']:.1f} (run) {r['ratio_at_density'] or float('nan'):.1f} (at density, "
@@ -342,6 +373,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seeds", default=None, help="comma-separated seeds of the accuracy runs (default 0,1,2; --tiny: 0)")
     parser.add_argument("--encodings", default="fp32,fp16,int8,int4",
                         help="comma-separated value_dtype values of the accuracy runs (fp32 first: the gaps are to it)")
+    parser.add_argument("--accuracy-out", type=Path, default=None,
+                        help="keep the accuracy runs in run folders here (reused when finished, resumed when cut "
+                             "short); default: in this process, nothing kept")
     parser.add_argument("--tta-3g", action="store_true", help="also time to target on replayed 3G (see above)")
     parser.add_argument("--tta-densities", default="0.03,0.05,0.1", help="densities of the 3G runs, both ways")
     parser.add_argument("--tta-encodings", default="fp32,int4,sign", help="value encodings of the 3G runs, both ways")

@@ -224,14 +224,16 @@ def test_bench_wire_runs_tiny_and_ends_with_one_json_object():
     assert figures["bits_per_index"]["0.001"]["v3"] < figures["bits_per_index"]["0.001"]["v1"]
 
 
-def test_bench_wire_times_3g_runs_to_target_and_names_the_fastest(tmp_path):
+def test_bench_wire_times_3g_runs_to_target_and_keeps_its_runs_in_folders(tmp_path):
     """``--tta-3g``: the dense run and each compressed-both-ways run of the 3G scenario, their simulated
     time to target and bytes; ``tta_3g_speedup`` is dense's time over the fastest's (None when, as in
-    two rounds, no run reaches the target); a finished run folder is reused, not run again."""
+    two rounds, no run reaches the target). With ``--accuracy-out`` the accuracy runs are run folders
+    too; a finished run folder is reused, not run again."""
     from .conftest import shared_dir
 
     env = {**os.environ, "FEDGC_DATA_DIR": str(shared_dir() / "data"), "FEDGC_TRACE_DIR": str(shared_dir() / "traces")}
-    command = [sys.executable, "bench/wire.py", "--tiny", "--accuracy-rounds", "0", "--tta-3g", "--tta-rounds", "2",
+    command = [sys.executable, "bench/wire.py", "--tiny", "--accuracy-rounds", "2", "--encodings", "fp32,int4",
+               "--accuracy-out", str(tmp_path / "accuracy"), "--tta-3g", "--tta-rounds", "2",
                "--tta-densities", "0.1", "--tta-encodings", "int4", "--tta-out", str(tmp_path), "--jobs", "2"]
     proc = subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -241,7 +243,12 @@ def test_bench_wire_times_3g_runs_to_target_and_names_the_fastest(tmp_path):
     assert runs["int4 0.1"]["bytes_up"] < runs["dense"]["bytes_up"] / 20  # 10% of the entries in 4 bits
     assert runs["int4 0.1"]["bytes_down"] < runs["dense"]["bytes_down"] / 20
     assert figures["tta_3g_speedup"] is None and figures["tta_3g_best"] is None  # 2 rounds: 90% not reached
-    written = (tmp_path / "seed0" / "dense" / "metrics.jsonl").stat().st_mtime_ns
+    accuracy = {(r["encoding"], r["seed"]): r["final_accuracy"] for r in figures["accuracy"]["runs"]}
+    assert set(accuracy) == {("fp32", 0), ("int4", 0)}
+    kept = [tmp_path / "seed0" / "dense" / "metrics.jsonl", tmp_path / "accuracy" / "seed0" / "int4" / "metrics.jsonl"]
+    written = [path.stat().st_mtime_ns for path in kept]
     again = subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
-    assert json.loads(again.stdout.strip().splitlines()[-1])["tta_3g"] == runs
-    assert (tmp_path / "seed0" / "dense" / "metrics.jsonl").stat().st_mtime_ns == written
+    second = json.loads(again.stdout.strip().splitlines()[-1])
+    assert second["tta_3g"] == runs
+    assert {(r["encoding"], r["seed"]): r["final_accuracy"] for r in second["accuracy"]["runs"]} == accuracy
+    assert [path.stat().st_mtime_ns for path in kept] == written
