@@ -12,15 +12,27 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import torch
-from flwr.app import Array, ArrayRecord, ConfigRecord
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from fedgc.compress.memory import Memory
 from fedgc.flower import keys
 
 NPY_HEADER_MAX = 4096  # a .npy header of a model tensor is ~128 bytes
+
+
+_Record = TypeVar("_Record", ArrayRecord, ConfigRecord, MetricRecord)
+
+
+def record_of(content: RecordDict, key: str, kind: type[_Record]) -> _Record | None:
+    """``content.array_records.get(key)`` (``config_records``, ``metric_records`` for those kinds): the
+    record under ``key`` if it is a ``kind``, None otherwise; without Flower's view, which copies every
+    record of ``content`` into a new typed dict, checking each, on every access."""
+    record = content.get(key)
+    return record if isinstance(record, kind) else None
 
 
 class ClientRefusal(ValueError):

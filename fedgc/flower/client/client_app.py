@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 import torch
-from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from torch import nn
 
@@ -49,6 +49,7 @@ from fedgc.flower.client_checks import (
     check_model_arrays,
     check_round_config,
     npy_header,
+    record_of,
 )
 from fedgc.flower.client_config import ClientSettings, read_client_config
 from fedgc.flower.keys import (
@@ -63,6 +64,7 @@ from fedgc.flower.keys import (
     STATE_QUERY,
     ReplyMetrics,
 )
+from fedgc.flower.message_size import config_content
 from fedgc.flower.setup import SCENARIO_PATH, SCENARIO_YAML, node_scenario
 from fedgc.flower.state.client_state import pack_state, unpack_state
 from fedgc.flower.state.client_store import client_store_mod
@@ -90,7 +92,7 @@ def _load_tensors(context: Context, key: str, device: torch.device | None = None
     """Tensors kept in ``context.state`` (on the host between rounds), moved to ``device`` for this round;
     ``max_elements``: a bound on each tensor's size, checked before anything is allocated."""
     try:
-        tensors = unpack_state(context.state.array_records.get(key), max_elements)
+        tensors = unpack_state(record_of(context.state, key, ArrayRecord), max_elements)
     except ClientRefusal:
         raise
     except (ValueError, TypeError, IndexError, RuntimeError) as err:
@@ -175,12 +177,41 @@ def checked_message(content: RecordDict, context: Context) -> tuple[ClientSettin
     checked against the client-config contract and this node's limits before any work
     (``fedgc.flower.client_checks``); ``ClientRefusal`` (an error reply with its reason) otherwise."""
     limits = NodeLimits.from_node_config(context.node_config)
-    with node_policy(context.node_config.get(PLUGINS)):  # the modules this node's operator lets it import
-        settings = read_client_config(content.config_records.get(keys.CLIENT_CONFIG), limits)
-    round_config = check_round_config(content.config_records.get(keys.CONFIG), limits)
+    settings, specs, shapes = _read_settings(record_of(content, keys.CLIENT_CONFIG, ConfigRecord), limits,
+                                             context.node_config.get(PLUGINS))
+    round_config = check_round_config(record_of(content, keys.CONFIG, ConfigRecord), limits)
+    check_model_arrays(record_of(content, keys.ARRAYS, ArrayRecord), specs)
+    return settings, round_config, dict(shapes)
+
+
+SettingsRead = tuple[ClientSettings, dict[str, tuple[str, tuple[int, ...]]], dict[str, tuple[int, ...]]]
+# Client configs read and accepted, by their exact content (each value's type, a float's bits), the
+# node's limits and its import policy: a round's messages carry the same one (the strategy's), read
+# once, not once a message. A config that is refused is never kept: it is read, and refused, each time.
+_SETTINGS_READ: dict[tuple, SettingsRead] = {}
+MAX_SETTINGS_READ = 64
+MAX_CACHED_CONFIG_ITEMS = 256  # a client-config larger than this (unread keys included) is read every time
+
+
+def _read_settings(record: object, limits: NodeLimits, plugins: object) -> SettingsRead:
+    """``read_client_config`` under the node's import policy ``plugins``, with the model's tensor specs
+    and shapes; the answer for the same content, limits and policy remembered (``_SETTINGS_READ``)."""
+    key = None
+    if isinstance(record, ConfigRecord) and len(record) <= MAX_CACHED_CONFIG_ITEMS and all(
+            not isinstance(v, (list, str, bytes)) or len(v) <= MAX_CACHED_CONFIG_ITEMS for v in record.values()):
+        key = (config_content(record), limits, plugins)
+        known = _SETTINGS_READ.get(key)
+        if known is not None:
+            return known
+    with node_policy(plugins):  # the modules this node's operator lets it import
+        settings = read_client_config(record, limits)  # type: ignore[arg-type]  # checked there
     specs = tensor_specs(settings.model, settings.input_shape, settings.num_classes, settings.model_options)
-    check_model_arrays(content.array_records.get(keys.ARRAYS), specs)
-    return settings, round_config, {name: shape for name, (_, shape) in specs.items()}
+    read = settings, specs, {name: shape for name, (_, shape) in specs.items()}
+    if key is not None:
+        if len(_SETTINGS_READ) >= MAX_SETTINGS_READ:
+            _SETTINGS_READ.clear()
+        _SETTINGS_READ[key] = read
+    return read
 
 
 def train_job(msg: Message | RecordDict, context: Context, local: ArrayDataset | None = None, *,
@@ -203,11 +234,19 @@ def train_job(msg: Message | RecordDict, context: Context, local: ArrayDataset |
         model = build_model(settings.model, settings.input_shape, settings.num_classes, settings.seed,
                             options=settings.model_options).to(device)
     if load_weights:
-        model.load_state_dict(model_tensors(content.array_records[keys.ARRAYS]))
+        model.load_state_dict(model_tensors(_model_record(content)))
     generator = torch.Generator().manual_seed(client_seed(settings.seed, partition, server_round))
     steps = settings.local_steps or steps_for_epochs(len(local), settings.batch_size, settings.epochs or 1.0)
     return model, TrainJob(data=local, steps=steps, batch_size=settings.batch_size, lr=settings.lr,
                            generator=generator, momentum=settings.momentum, weight_decay=settings.weight_decay)
+
+
+def _model_record(content: RecordDict) -> ArrayRecord:
+    """The message's global model (``content.array_records[keys.ARRAYS]``: KeyError without one)."""
+    record = record_of(content, keys.ARRAYS, ArrayRecord)
+    if record is None:
+        raise KeyError(keys.ARRAYS)
+    return record
 
 
 def model_tensors(record: ArrayRecord) -> dict[str, torch.Tensor]:
@@ -253,7 +292,7 @@ def local_update(msg: Message, context: Context, local: ArrayDataset | None = No
     and its data (``local``, default ``local_data``): the same message gives the same Δ (the returned
     generator continues the round's stream)."""
     model, job = train_job(msg, context, local, checked=checked, reuse_model=True, load_weights=False)
-    start = model_tensors(msg.content.array_records[keys.ARRAYS])  # fresh tensors: train_one loads them
+    start = model_tensors(_model_record(msg.content))  # fresh tensors: train_one loads them
     # Δ on the training device: compression and its memory run there too (the payloads are written
     # from the host, fedgc.wire.codec).
     result = train_one(model, start, job, out_device=client_device(context))

@@ -16,12 +16,12 @@ dense (a reset) and the client adopts that model.
 from __future__ import annotations
 
 import torch
-from flwr.app import ArrayRecord, Context, Message, MessageType, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 
 from fedgc.compress.downlink import Weights, apply_download, as_replica, model_digest
 from fedgc.core.parts import build_model_for
 from fedgc.flower import keys
-from fedgc.flower.client_checks import NodeLimits
+from fedgc.flower.client_checks import NodeLimits, record_of
 from fedgc.flower.client_config import read_client_config
 from fedgc.flower.keys import BASE_DIGEST, DATA_DIR, DELTA_KEY, NEW_DIGEST, PLUGINS, REPLICA_KEY, RESET
 from fedgc.flower.setup import node_scenario
@@ -41,7 +41,7 @@ def initial_model(context: Context, content: RecordDict | None = None) -> Weight
     its size within the node's limits) under the node's import policy; a simulation's node from the
     run config's scenario (``node_scenario``; ``bad-run-config`` when it cannot read it)."""
     if context.node_config.get(DATA_DIR):
-        record = content.config_records.get(keys.CLIENT_CONFIG) if content is not None else None
+        record = record_of(content, keys.CLIENT_CONFIG, ConfigRecord) if content is not None else None
         with node_policy(context.node_config.get(PLUGINS)):
             settings = read_client_config(record, NodeLimits.from_node_config(context.node_config))
         model = build_model(settings.model, settings.input_shape, settings.num_classes, settings.seed,
@@ -51,14 +51,14 @@ def initial_model(context: Context, content: RecordDict | None = None) -> Weight
 
 
 def _replica(context: Context, content: RecordDict | None = None) -> Weights:
-    stored = context.state.array_records.get(REPLICA_KEY)
+    stored = record_of(context.state, REPLICA_KEY, ArrayRecord)
     return unpack_state(stored) if stored is not None else initial_model(context, content)
 
 
 def rebuilt_replica(msg: Message, context: Context) -> Weights:
     """The model a compressed download makes of this client's replica, checked against both digests
     (``DownlinkOutOfSync`` otherwise); nothing is stored."""
-    config = msg.content.config_records.get(keys.CONFIG)
+    config = record_of(msg.content, keys.CONFIG, ConfigRecord)
     if config is None or not isinstance(config.get(BASE_DIGEST), str) or not isinstance(config.get(NEW_DIGEST), str):
         raise DownlinkOutOfSync("a compressed download without its replica digests")
     replica = _replica(context, msg.content)
@@ -75,13 +75,14 @@ def rebuilt_replica(msg: Message, context: Context) -> Weights:
 def downlink_mod(msg: Message, context: Context, call_next) -> Message:
     if msg.metadata.message_type != MessageType.TRAIN or not msg.has_content():
         return call_next(msg, context)
-    config = msg.content.config_records.get(keys.CONFIG)
-    if DELTA_KEY in msg.content.array_records:
+    config = record_of(msg.content, keys.CONFIG, ConfigRecord)
+    if record_of(msg.content, DELTA_KEY, ArrayRecord) is not None:
         replica = rebuilt_replica(msg, context)
         context.state[REPLICA_KEY] = pack_state(replica)
         content = RecordDict({keys.ARRAYS: ArrayRecord({k: v.contiguous() for k, v in replica.items()}), keys.CONFIG: config})
-        if keys.CLIENT_CONFIG in msg.content.config_records:
-            content[keys.CLIENT_CONFIG] = msg.content.config_records[keys.CLIENT_CONFIG]
+        client_config = record_of(msg.content, keys.CLIENT_CONFIG, ConfigRecord)
+        if client_config is not None:
+            content[keys.CLIENT_CONFIG] = client_config
         msg.content = content  # the ClientApp sees the model, as without downlink compression
     elif config is not None and config.get(RESET):
         context.state[REPLICA_KEY] = pack_state(_checked_reset(msg, context))
@@ -90,7 +91,7 @@ def downlink_mod(msg: Message, context: Context, call_next) -> Message:
 
 def _checked_reset(msg: Message, context: Context) -> Weights:
     """The whole model sent as a reset, if it has the model's tensors, shapes and finite values."""
-    record = msg.content.array_records.get(keys.ARRAYS)
+    record = record_of(msg.content, keys.ARRAYS, ArrayRecord)
     if record is None:
         raise DownlinkOutOfSync("a reset download without the model")
     model = as_replica(record.to_torch_state_dict())

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 
-from flwr.app import Array, RecordDict
+from flwr.app import RecordDict
 from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
 from flwr.proto.recorddict_pb2 import RecordDict as ProtoRecordDict
 
-from fedgc.flower.state.client_state import array_record
+from fedgc.flower.state.client_state import array_record, new_array
 
 MAGIC = b"fedgc-state 1\n"
 
@@ -48,8 +48,7 @@ def decode_state(data: bytes) -> RecordDict:
         for key, dtype, shape, stype, nbytes in arrays:
             if not (isinstance(nbytes, int) and 0 <= nbytes <= len(data) - at):
                 raise ValueError("an array runs past the end")
-            record[str(key)] = Array(dtype=str(dtype), shape=tuple(int(d) for d in shape), stype=str(stype),
-                                     data=bytes(view[at:at + nbytes]))
+            record[str(key)] = new_array(str(dtype), tuple(int(d) for d in shape), str(stype), bytes(view[at:at + nbytes]))
             at += nbytes
         state[str(name)] = array_record(record)
     rest = header["rest"]
