@@ -82,7 +82,8 @@ class SGD(ServerOptimizer):
     name = "sgd"
 
     def direction(self, name: str, delta: torch.Tensor) -> torch.Tensor:
-        return self.lr * delta
+        # 1.0·x is x, bit for bit: at lr 1 (FedAvg) the multiplication is skipped.
+        return delta if self.lr == 1.0 else self.lr * delta
 
 
 class Momentum(ServerOptimizer):

@@ -22,6 +22,11 @@ class Memory(ABC):
     def update(self, name: str, compensated: torch.Tensor, sent: torch.Tensor) -> None:
         """Record that ``sent`` (dense, same shape) was transmitted out of ``compensated``."""
 
+    def update_in_place(self, name: str, compensated: torch.Tensor, sent: torch.Tensor) -> None:
+        """``update`` for a caller that no longer reads ``compensated`` (``compress_update``): a memory
+        may then reuse it (DGC's turns it into its residual in place). By default ``update``."""
+        self.update(name, compensated, sent)
+
     @abstractmethod
     def restore(self, name: str, sent: torch.Tensor) -> None:
         """An update that never reached the server goes back into the memory."""

@@ -122,7 +122,7 @@ def compress_update(
                 check_sparse(payload, tensor, compressor, name)
         payload = _with_value_dtype(payload, value_dtype)
         dense_sent = compressor.decompress(payload).to(compensated.device)  # bits decode on the host
-        memory.update(name, compensated, dense_sent)
+        memory.update_in_place(name, compensated, dense_sent)  # compensated is not read after this
         payloads[name] = payload
         sent[name] = dense_sent
         elements_total += tensor.numel()
