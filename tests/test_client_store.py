@@ -151,10 +151,9 @@ def test_a_store_a_write_ahead_log_fedgc_left_is_read_and_resumed(tmp_path):
     reopened.close()
 
 
-def test_a_store_that_fills_the_disk_says_so_in_one_line_and_goes_back_to_its_checkpoint(tmp_path):
-    """A save that finds the disk full is one line saying so (not SQLite's complaint about a rollback
-    it had already done), the rows committed before it are intact, and the store still goes back to
-    its checkpoint on that full disk (under the write-ahead log it could not: deleting needs the log)."""
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 3 MB tmpfs mounted for the test (root only; skipped otherwise): a disk that fills."""
     mount = tmp_path / "disk"
     mount.mkdir()
     made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True,
@@ -162,29 +161,38 @@ def test_a_store_that_fills_the_disk_says_so_in_one_line_and_goes_back_to_its_ch
     if made.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({made.stderr.decode(errors='replace').strip()[:80]})")
     try:
-        generator = torch.Generator().manual_seed(0)
-        u = torch.randn(65_536, generator=generator)  # 256 KiB a state
-        state = RecordDict({"fedgc.memory": ArrayRecord({"u": u})})
-        store = DiskStore(mount / STORE_FILE)
-        store.save(1, 1, state)
-        store.save(2, 1, state)
-        mark = store.state_dict()
-        saved = []
-        with pytest.raises(StoreError) as full:
-            for client in range(3, 100):
-                store.save(client, 2, state)
-                saved.append(client)
-        assert str(full.value) == f"client-state store {mount / STORE_FILE}: database or disk is full"
-        assert saved  # the disk filled part way
-        store.close()
-        reopened = DiskStore(mount / STORE_FILE)
-        assert reopened.clients() == [1, 2, *saved]
-        assert all(torch.equal(_u_of(reopened.load(c)), u) for c in [1, 2, *saved])
-        reopened.load_state_dict(mark)
-        assert reopened.clients() == [1, 2]
-        reopened.close()
+        yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_store_that_fills_the_disk_says_so_in_one_line_and_goes_back_to_its_checkpoint(small_disk):
+    """A save that finds the disk full is one line saying so (not SQLite's complaint about a rollback
+    it had already done), the rows committed before it are intact, and the store still goes back to
+    its checkpoint on that full disk (under the write-ahead log it could not: deleting needs the log)."""
+    mount = small_disk
+    generator = torch.Generator().manual_seed(0)
+    u = torch.randn(65_536, generator=generator)  # 256 KiB a state
+    state = RecordDict({"fedgc.memory": ArrayRecord({"u": u})})
+    store = DiskStore(mount / STORE_FILE)
+    store.save(1, 1, state)
+    store.save(2, 1, state)
+    mark = store.state_dict()
+    saved = []
+    with pytest.raises(StoreError) as full:
+        for client in range(3, 100):
+            store.save(client, 2, state)
+            saved.append(client)
+    assert str(full.value) == f"client-state store {mount / STORE_FILE}: database or disk is full"
+    assert saved  # the disk filled part way
+    store.close()
+    reopened = DiskStore(mount / STORE_FILE)
+    assert reopened.clients() == [1, 2, *saved]
+    assert all(torch.equal(_u_of(reopened.load(c)), u) for c in [1, 2, *saved])
+    reopened.load_state_dict(mark)
+    assert reopened.clients() == [1, 2]
+    reopened.close()
+
 
 
 def test_a_damaged_row_is_that_clients_failure_and_a_damaged_store_is_refused_on_resume(tmp_path):
@@ -614,36 +622,28 @@ def test_the_store_thread_reads_ahead_and_writes_behind_with_the_same_results(tm
     plain.close()
 
 
-def test_a_write_the_store_thread_could_not_make_stops_the_round_in_one_line(tmp_path):
+def test_a_write_the_store_thread_could_not_make_stops_the_round_in_one_line(small_disk):
     """A save queued on the I/O thread that finds the disk full is raised, as the same one line, by
     the next call into the store or at the latest by ``flush`` (the grid's end of a round); the
     states written before it are intact and the store goes back to its checkpoint."""
     from fedgc.flower.state.store_thread import ThreadedStore
 
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True,
-                          check=False)
-    if made.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({made.stderr.decode(errors='replace').strip()[:80]})")
-    try:
-        u = torch.randn(65_536, generator=torch.Generator().manual_seed(0))  # 256 KiB a state
-        state = RecordDict({"fedgc.memory": ArrayRecord({"u": u})})
-        store = ThreadedStore(DiskStore(mount / STORE_FILE))
-        store.save(1, 1, state)
-        store.save(2, 1, state)
-        mark = store.state_dict()
-        with pytest.raises(StoreError) as full:
-            for client in range(3, 100):
-                store.save(client, 2, state)
-            store.flush()
-        assert str(full.value) == f"client-state store {mount / STORE_FILE}: database or disk is full"
-        store.close()
-        reopened = DiskStore(mount / STORE_FILE)
-        assert {1, 2} <= set(reopened.clients())
-        assert all(torch.equal(_u_of(reopened.load(c)), u) for c in reopened.clients())
-        reopened.load_state_dict(mark)
-        assert reopened.clients() == [1, 2]
-        reopened.close()
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+    mount = small_disk
+    u = torch.randn(65_536, generator=torch.Generator().manual_seed(0))  # 256 KiB a state
+    state = RecordDict({"fedgc.memory": ArrayRecord({"u": u})})
+    store = ThreadedStore(DiskStore(mount / STORE_FILE))
+    store.save(1, 1, state)
+    store.save(2, 1, state)
+    mark = store.state_dict()
+    with pytest.raises(StoreError) as full:
+        for client in range(3, 100):
+            store.save(client, 2, state)
+        store.flush()
+    assert str(full.value) == f"client-state store {mount / STORE_FILE}: database or disk is full"
+    store.close()
+    reopened = DiskStore(mount / STORE_FILE)
+    assert {1, 2} <= set(reopened.clients())
+    assert all(torch.equal(_u_of(reopened.load(c)), u) for c in reopened.clients())
+    reopened.load_state_dict(mark)
+    assert reopened.clients() == [1, 2]
+    reopened.close()
