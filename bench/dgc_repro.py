@@ -160,12 +160,21 @@ def aggregate(per_seed: dict[int, dict]) -> dict:
     return out
 
 
+def read_summary(run_dir: Path) -> dict | None:
+    """``run_dir``'s ``summary.json``, or None when there is none or it is not a JSON object (a run killed
+    while writing it, an edited file: the run is then not taken as finished)."""
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text()[:1_000_000])
+    except (OSError, ValueError):
+        return None
+    return summary if isinstance(summary, dict) else None
+
+
 def run_one(scenario: Path, run_dir: Path, sets: list[str], rounds: int, rerun: bool, partial: bool) -> dict | None:
-    summary_path = run_dir / "summary.json"
-    done = summary_path.is_file() and json.loads(summary_path.read_text()).get("rounds") == rounds
+    done = (read_summary(run_dir) or {}).get("rounds") == rounds
     if (not done and not partial) or (rerun and not partial):
         run_dir.parent.mkdir(parents=True, exist_ok=True)
-        stopped = json.loads(summary_path.read_text()).get("stopped_reason") if summary_path.is_file() else None
+        stopped = (read_summary(run_dir) or {}).get("stopped_reason")
         if not rerun and (run_dir / "checkpoint.pt").is_file() and stopped in (None, "interrupted"):
             # A run cut short (the bench stopped, the machine went away): go on from its last checkpoint.
             cmd = [sys.executable, "-m", "fedgc.cli.run", "--resume", str(run_dir), "--quiet"]
@@ -182,7 +191,7 @@ def run_one(scenario: Path, run_dir: Path, sets: list[str], rounds: int, rerun: 
     if not metrics.is_file():
         return None
     rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
+    summary = read_summary(run_dir)
     try:
         return summarize_run(rows, summary, rounds)
     except ValueError:

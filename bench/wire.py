@@ -203,11 +203,20 @@ def training_run(scenario_path: str, encoding: str, seed: int, rounds: int, sets
             "rejected": run.summary.updates_rejected, "failed": run.summary.clients_failed, "wall_s": wall}
 
 
-def run_in_folder(scenario_path: str, overrides: dict, folder: Path) -> None:
+def read_summary(folder: Path) -> dict:
+    """``folder``'s ``summary.json``, or {} when there is none or it is not a JSON object (a run killed
+    while writing it, an edited file: the run is then made again)."""
+    try:
+        done = json.loads((folder / "summary.json").read_text()[:1_000_000])
+    except (OSError, ValueError):
+        return {}
+    return done if isinstance(done, dict) else {}
+
+
+def run_in_folder(scenario_path: str | Path, overrides: dict, folder: Path) -> None:
     """``fedgc run`` of the scenario with ``overrides`` into ``folder``, unless it finished there already
     (the same rounds); a run there cut short (a checkpoint, interrupted or no summary) goes on from it."""
-    summary = folder / "summary.json"
-    done = json.loads(summary.read_text()) if summary.is_file() else {}
+    done = read_summary(folder)
     if done.get("stopped_reason") == "completed" and done.get("rounds") == overrides["rounds"]:
         return
     if (folder / "checkpoint.pt").is_file() and done.get("stopped_reason") in (None, "interrupted"):
@@ -287,23 +296,12 @@ def tta_configs(densities: list[float], encodings: list[str]) -> dict[str, list[
 
 
 def tta_run(name: str, sets: list[str], seed: int, out: Path, rounds: int | None) -> dict:
-    """One 3G run (a finished run folder is read as it is): its simulated time and rounds to target."""
+    """One 3G run in ``out/seed<seed>/<name>`` (``run_in_folder``): its simulated time and rounds to target."""
     folder = out / f"seed{seed}" / name.replace(" ", "_")
-    log_path = folder.parent / f"{folder.name}.log"  # (not with_suffix: "int4_0.05" has a dot)
-    summary = folder / "summary.json"
-    expected = rounds or yaml.safe_load(TTA_SCENARIO.read_text())["rounds"]
-    old = json.loads(summary.read_text()) if summary.is_file() else {}
-    if not (old.get("stopped_reason") == "completed" and old.get("rounds") == expected):
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        extra = [*sets, f"seed={seed}", *([f"rounds={rounds}"] if rounds else [])]
-        cmd = [sys.executable, "-m", "fedgc.cli.run", str(TTA_SCENARIO), "--out", str(folder), "--overwrite", "--quiet",
-               *(a for s in extra for a in ("--set", s))]
-        with open(log_path, "w") as log:
-            done = subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, check=False)
-        if done.returncode != 0 or not summary.is_file():
-            raise SystemExit(f"bench/wire.py: the 3G run {name!r} failed (exit {done.returncode}): "
-                             f"{log_path}")
-    s = json.loads(summary.read_text())
+    overrides = {key: yaml.safe_load(value) for key, _, value in (item.partition("=") for item in sets)}
+    overrides.update(seed=seed, rounds=rounds or yaml.safe_load(TTA_SCENARIO.read_text())["rounds"])
+    run_in_folder(TTA_SCENARIO, overrides, folder)
+    s = read_summary(folder)
     return {"name": name, "seed": seed, "time_to_target_s": s["time_to_target_s"],
             "rounds_to_target": s["rounds_to_target"], "rounds": s["rounds"], "final_accuracy": s["final_accuracy"],
             "target": s["target_accuracy"], "bytes_up": s["bytes_up"], "bytes_down": s["bytes_down"],

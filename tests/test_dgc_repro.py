@@ -137,3 +137,13 @@ def test_a_run_cut_short_goes_on_from_its_checkpoint_and_a_finished_one_is_kept(
     assert (run_dir / "metrics.jsonl").read_bytes() == metrics  # the resumed rounds are the same rounds
     repro.run_one(scenario, run_dir, [], 3, False, False)
     assert len(commands) == 2  # finished: nothing run again
+
+
+def test_a_summary_that_is_no_json_object_is_read_as_none(repro, tmp_path):
+    """A ``summary.json`` cut short while written, or edited into something else, is not a finished run."""
+    assert repro.read_summary(tmp_path) is None  # none at all
+    for text in ('{"rounds": 3', "[1, 2]", "\xff\xfe", '"completed"'):
+        (tmp_path / "summary.json").write_text(text, errors="surrogateescape")
+        assert repro.read_summary(tmp_path) is None
+    (tmp_path / "summary.json").write_text('{"rounds": 3, "stopped_reason": "completed"}')
+    assert repro.read_summary(tmp_path) == {"rounds": 3, "stopped_reason": "completed"}
