@@ -122,6 +122,7 @@ def _array(data: bytes, dtype: str = "uint8", shape: list[int] | None = None, st
 
 
 GOOD_RECORD = {"update": _array(npy(np.frombuffer(GOOD, np.uint8)))}
+COMPACT_RECORD = {"blob": {"bytes": GOOD.hex()}}  # a ConfigRecord's values, each by its type
 METRICS = {"num-examples": 10, "train-loss": 0.5, "steps": 2, "samples": 20, "elements-sent": 7,
            "elements-total": 25}
 REPLY_CASES = [  # (name, reason, changes to the good reply, the rule)
@@ -161,11 +162,28 @@ REPLY_CASES = [  # (name, reason, changes to the good reply, the rule)
      "the blob's own reasons"),
     ("elements-sent", "bad-metrics", {"metrics": {**METRICS, "elements-sent": 8}},
      "elements-sent must be what the decoded update holds (checked after decoding)"),
+    # The compact form (docs/wire-format.md, Framing): a ConfigRecord `update` with one bytes value `blob`.
+    ("compact", "ok", {"update_kind": "config", "update": COMPACT_RECORD},
+     "the compact form is read whatever the blob's version"),
+    ("compact-two-values", "bad-record",
+     {"update_kind": "config", "update": {**COMPACT_RECORD, "extra": {"bytes": "00"}}}, "one value, key blob"),
+    ("compact-other-key", "bad-record", {"update_kind": "config", "update": {"update": {"bytes": GOOD.hex()}}},
+     "the value's key is blob"),
+    ("compact-text", "bad-record", {"update_kind": "config", "update": {"blob": {"str": GOOD.hex()}}},
+     "the value is bytes, not a string"),
+    ("compact-list", "bad-record", {"update_kind": "config", "update": {"blob": {"bytes_list": [GOOD.hex()]}}},
+     "the value is one bytes, not a list of them"),
+    ("compact-too-large", "too-large", {"update_kind": "config", "update": COMPACT_RECORD, "max_update_bytes": 10},
+     "the compact record's bytes count against the limit before decoding"),
+    ("compact-blob-error", "trailing-bytes",
+     {"update_kind": "config", "update": {"blob": {"bytes": (GOOD + b"\0").hex()}}}, "the blob's own reasons"),
+    ("update-as-metrics", "missing-update", {"update_kind": "metric", "update": {"blob": {"int": 1}}},
+     "an update record of another kind is no update"),
 ]
 
 
 def reply_cases() -> list[dict]:
     return [{"name": name, "reason": reason, "shapes": {"w": [4, 5], "b": [5]}, "metrics": METRICS,
-             "update": GOOD_RECORD, "sender": "selected", "reply_to": "sent", "duplicate": False,
+             "update_kind": "array", "update": GOOD_RECORD, "sender": "selected", "reply_to": "sent", "duplicate": False,
              "max_update_bytes": None, **changes, "rule": rule}
             for name, reason, changes, rule in REPLY_CASES]

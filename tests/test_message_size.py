@@ -125,7 +125,9 @@ def test_a_changed_model_is_serialized_anew(change):
 def test_replies_and_messages_without_arrays_count_as_flower_counts_them():
     sparse = ArrayRecord({"update": Array(np.frombuffer(bytes(range(256)) * 3, dtype=np.uint8).copy())})
     twin = ArrayRecord({"a": Array(np.ones(4, dtype=np.float32)), "b": Array(np.ones(4, dtype=np.float32))})
+    compact = ConfigRecord({"blob": bytes(range(256)) * 3})  # a v3 blob in the compact form
     for content in (RecordDict({"update": sparse, "metrics": MetricRecord({"num-examples": 12, "loss": 0.5})}),
+                    RecordDict({"update": compact, "metrics": MetricRecord({"num-examples": 12, "loss": 0.5})}),
                     RecordDict({"twins": twin}),  # two equal arrays: one object on the wire
                     RecordDict({"config": ConfigRecord({"query": "partition"})}),
                     RecordDict()):

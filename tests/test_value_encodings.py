@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from flwr.app import ConfigRecord
 
 from fedgc.compress.base import V3_VALUE_DTYPES, CompressionContext, Compressor, SparsePayload
 from fedgc.compress.config import CompressionConfig
 from fedgc.compress.downlink import DownlinkConfig, apply_download, make_download, model_digest
 from fedgc.compress.payloads import CodedSparsePayload
 from fedgc.compress.update import build_compression, compress_update
-from fedgc.flower.update_record import decode_update, encode_update
+from fedgc.flower.update_record import BLOB_KEY, decode_update, encode_update
 from fedgc.runs.metrics import read_metrics
 from fedgc.scenario.model import ScenarioError, validate
 from fedgc.wire.quantize import quantize
@@ -29,7 +30,10 @@ SHAPES = {k: tuple(v.shape) for k, v in update(0).items()}
 
 
 def blob_version(payloads) -> int:
-    return int(bytes(encode_update(payloads)["update"].numpy().tobytes())[0])
+    """The version byte of the blob ``payloads`` travel in, in either framing (``update_record``)."""
+    record = encode_update(payloads)
+    blob = record[BLOB_KEY] if isinstance(record, ConfigRecord) else record["update"].numpy().tobytes()
+    return int(bytes(blob)[0])
 
 
 @pytest.mark.parametrize("name, options", [("topk", {"error_feedback": True}), ("randomk", {}), ("threshold", {}),

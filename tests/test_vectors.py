@@ -104,6 +104,20 @@ def _array(spec: dict) -> Array:
     return Array(dtype=spec["dtype"], shape=tuple(spec["shape"]), stype=spec["stype"], data=bytes.fromhex(spec["data"]))
 
 
+def _value(spec: dict):
+    """A record value described by its type: {"bytes": hex}, {"bytes_list": [hex, ...]}, {"str": s}, {"int": n}."""
+    (kind, value), = spec.items()
+    return {"bytes": bytes.fromhex, "bytes_list": lambda v: [bytes.fromhex(x) for x in v], "str": str,
+            "int": int}[kind](value)
+
+
+def _update_record(kind: str, spec: dict) -> ArrayRecord | ConfigRecord | MetricRecord:
+    """The case's ``update`` record: an ArrayRecord of arrays, or a Config/MetricRecord of typed values."""
+    if kind == "array":
+        return ArrayRecord({k: _array(v) for k, v in spec.items()})
+    return (ConfigRecord if kind == "config" else MetricRecord)({k: _value(v) for k, v in spec.items()})
+
+
 def rejected_reason(case: dict) -> str:
     """Play the described reply to node 1 of a fresh round; the reason counted, or ``ok``."""
     TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, 1
@@ -122,7 +136,7 @@ def rejected_reason(case: dict) -> str:
     if case["metrics"] is not None:
         content["metrics"] = MetricRecord(case["metrics"])
     if case["update"] is not None:
-        content["update"] = ArrayRecord({k: _array(v) for k, v in case["update"].items()})
+        content["update"] = _update_record(case["update_kind"], case["update"])
     reply = flower_messages.reply(sent[1], content, src_node_id=42 if case["sender"] == "unselected" else None,
                                   reply_to_message_id=None if case["reply_to"] == "sent" else case["reply_to"])
     replies = []

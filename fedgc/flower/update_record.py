@@ -1,23 +1,38 @@
-"""The Flower envelope of an update blob (``fedgc.wire``): one ``ArrayRecord`` holding one uint8
-``Array`` under ``UPDATE_KEY``. One array rather than one per field because Flower frames every
-``Array`` with ~460 bytes of headers and object ids. Checks in order: the record (``bad-record``),
-the Array's dtype and shape fields (``bad-dtype``), its .npy data (``bad-array``), then the blob."""
+"""The Flower envelope of an update blob (``fedgc.wire``), in one of two forms (docs/wire-format.md,
+"Framing"):
+
+* one ``ArrayRecord`` holding one uint8 ``Array`` under ``UPDATE_KEY`` (the blob as a .npy file): every
+  version-1 blob, and a v3 blob above ``MAX_COMPACT_BYTES``, which Flower splits into chunks;
+* a v3 blob of at most ``MAX_COMPACT_BYTES``: one ``ConfigRecord`` holding the blob as one bytes value
+  under ``BLOB_KEY`` (the compact form). Flower frames an ``Array`` and its ``ArrayRecord`` with about
+  450 bytes of headers, object ids and the .npy header, which a small v3 blob does not need.
+
+A receiver reads both forms, whatever the blob's version; only a node that declared v3 at the census
+is sent a v3 blob (``fedgc.flower.wire_versions``), so never the compact form either. Checks in
+order: the record (``bad-record``), the Array's dtype and shape fields (``bad-dtype``), its .npy data
+(``bad-array``) or the compact record's one bytes value (``bad-record``), then the blob."""
 
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 
 import numpy as np
-from flwr.app import Array, ArrayRecord
+from flwr.app import Array, ArrayRecord, ConfigRecord
 
 from fedgc.compress.payloads import CodedSparsePayload, Payload
 from fedgc.flower.keys import UPDATE
 from fedgc.wire.codec import VERSION, VERSION_V3, CodecError, decode_bytes, encode_bytes
 
-__all__ = ["UPDATE_KEY", "CodecError", "decode_bytes", "decode_update", "encode_bytes", "encode_update", "wire_version"]
+__all__ = ["BLOB_KEY", "MAX_COMPACT_BYTES", "UPDATE_KEY", "CodecError", "UpdateRecord", "decode_bytes",
+           "decode_update", "encode_bytes", "encode_update", "update_bytes", "update_record", "wire_version"]
 
 UPDATE_KEY = UPDATE  # keys.UPDATE: the reply's encoded update
 NPY_STYPE = "numpy.ndarray"  # the Array's stype for .npy data (what Array(ndarray) sets)
+BLOB_KEY = "blob"  # the one item of a compact update record
+MAX_COMPACT_BYTES = 1 << 20  # a larger v3 blob travels in an ArrayRecord, which Flower chunks
+
+UpdateRecord = ArrayRecord | ConfigRecord
 
 
 def wire_version(payloads: dict[str, Payload]) -> int:
@@ -28,10 +43,14 @@ def wire_version(payloads: dict[str, Payload]) -> int:
     return VERSION_V3 if any(isinstance(p, CodedSparsePayload) for p in payloads.values()) else VERSION
 
 
-def encode_update(payloads: dict[str, Payload]) -> ArrayRecord:
+def encode_update(payloads: dict[str, Payload]) -> UpdateRecord:
     """``payloads`` must be in the model's parameter order (as ``compress_update`` produces them); the
-    blob is in ``wire_version(payloads)``, each coded payload with its own codes and scales."""
-    blob = encode_bytes(payloads, version=wire_version(payloads))
+    blob is in ``wire_version(payloads)``, each coded payload with its own codes and scales; a v3 blob
+    of at most ``MAX_COMPACT_BYTES`` in the compact form, any other in an ``ArrayRecord``."""
+    version = wire_version(payloads)
+    blob = encode_bytes(payloads, version=version)
+    if version == VERSION_V3 and len(blob) <= MAX_COMPACT_BYTES:
+        return ConfigRecord({BLOB_KEY: blob})
     # What Array(np.frombuffer(blob, dtype=np.uint8)) holds (np.save's bytes), without copying the
     # blob into an array and saving it through a stream.
     return ArrayRecord({UPDATE_KEY: Array(dtype="uint8", shape=(len(blob),), stype=NPY_STYPE,
@@ -48,8 +67,26 @@ def npy_header(count: int) -> bytes:
     return stream.getvalue()
 
 
-def decode_update(record: ArrayRecord, shapes: dict[str, tuple[int, ...]]) -> dict[str, Payload]:
-    """Validate and decode ``record`` against the model's parameter ``shapes``; raise ``CodecError``."""
+def update_record(content: Mapping[str, object], key: str) -> UpdateRecord | None:
+    """The update record under ``key`` in a message's ``content`` (a ``RecordDict``), in either form;
+    None when there is none or the record there is of another kind (a ``MetricRecord``)."""
+    record = content.get(key)
+    return record if isinstance(record, ArrayRecord | ConfigRecord) else None
+
+
+def update_bytes(record: UpdateRecord) -> int:
+    """The bytes ``record`` carries (an ``ArrayRecord``'s arrays; a compact record's values, a number
+    as 8), bounded before anything in it is decoded."""
+    if isinstance(record, ArrayRecord):
+        return record.count_bytes()
+    return sum(len(v) if isinstance(v, str | bytes) else 8 for v in record.values())
+
+
+def decode_update(record: UpdateRecord, shapes: dict[str, tuple[int, ...]]) -> dict[str, Payload]:
+    """Validate and decode ``record`` (either form) against the model's parameter ``shapes``; raise
+    ``CodecError``."""
+    if isinstance(record, ConfigRecord):
+        return decode_bytes(compact_blob(record), shapes)
     keys = list(record)
     if keys != [UPDATE_KEY]:
         raise CodecError("bad-record", f"expected one array {UPDATE_KEY!r}, got {keys[:4]}")
@@ -57,6 +94,20 @@ def decode_update(record: ArrayRecord, shapes: dict[str, tuple[int, ...]]) -> di
     if array.dtype != "uint8" or len(array.shape) != 1:
         raise CodecError("bad-dtype", f"update array is {array.dtype} {array.shape}, expected 1-D uint8")
     return decode_bytes(npy_bytes(array), shapes)
+
+
+def compact_blob(record: ConfigRecord) -> bytes:
+    """The blob of a compact update record: exactly one item, ``BLOB_KEY``, a bytes value of at most
+    ``MAX_COMPACT_BYTES``; else ``bad-record``."""
+    keys = list(record)
+    if keys != [BLOB_KEY]:
+        raise CodecError("bad-record", f"expected one bytes value {BLOB_KEY!r}, got keys {keys[:4]}")
+    blob = record[BLOB_KEY]
+    if type(blob) is not bytes:
+        raise CodecError("bad-record", f"{BLOB_KEY!r} is {type(blob).__name__}, expected bytes")
+    if len(blob) > MAX_COMPACT_BYTES:
+        raise CodecError("bad-record", f"a compact update of {len(blob)} bytes > {MAX_COMPACT_BYTES}")
+    return blob
 
 
 def npy_bytes(array: Array) -> np.ndarray:

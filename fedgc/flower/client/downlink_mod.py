@@ -26,7 +26,7 @@ from fedgc.flower.client_config import read_client_config
 from fedgc.flower.keys import BASE_DIGEST, DATA_DIR, DELTA_KEY, NEW_DIGEST, PLUGINS, REPLICA_KEY, RESET
 from fedgc.flower.setup import node_scenario
 from fedgc.flower.state.client_state import pack_state, unpack_state
-from fedgc.flower.update_record import decode_update
+from fedgc.flower.update_record import decode_update, update_record
 from fedgc.models import build_model
 from fedgc.plugins.import_paths import node_policy
 
@@ -65,7 +65,10 @@ def rebuilt_replica(msg: Message, context: Context) -> Weights:
     have = model_digest(replica)
     if have != config[BASE_DIGEST]:
         raise DownlinkOutOfSync(f"replica {have} is not the download's base {config[BASE_DIGEST]}")
-    payloads = decode_update(msg.content.array_records[DELTA_KEY], {k: tuple(v.shape) for k, v in replica.items()})
+    record = update_record(msg.content, DELTA_KEY)
+    if record is None:
+        raise DownlinkOutOfSync(f"a compressed download without its {DELTA_KEY!r} record")
+    payloads = decode_update(record, {k: tuple(v.shape) for k, v in replica.items()})
     replica = apply_download(replica, payloads)
     if model_digest(replica) != config[NEW_DIGEST]:
         raise DownlinkOutOfSync("the replica after the download does not match the server's digest")
@@ -76,7 +79,7 @@ def downlink_mod(msg: Message, context: Context, call_next) -> Message:
     if msg.metadata.message_type != MessageType.TRAIN or not msg.has_content():
         return call_next(msg, context)
     config = record_of(msg.content, keys.CONFIG, ConfigRecord)
-    if record_of(msg.content, DELTA_KEY, ArrayRecord) is not None:
+    if update_record(msg.content, DELTA_KEY) is not None:
         replica = rebuilt_replica(msg, context)
         context.state[REPLICA_KEY] = pack_state(replica)
         content = RecordDict({keys.ARRAYS: ArrayRecord({k: v.contiguous() for k, v in replica.items()}), keys.CONFIG: config})

@@ -22,6 +22,7 @@ from fedgc.flower.client.batched import BatchedUpdate, RoundTrainer
 from fedgc.flower.client.client_app import checked_message, train_job
 from fedgc.flower.client.downlink_mod import rebuilt_replica
 from fedgc.flower.keys import DELTA_KEY
+from fedgc.flower.update_record import update_record
 
 
 def _stderr(line: str) -> None:
@@ -40,7 +41,7 @@ class RoundTraining(RoundTrainer):
         """A compressed download is rebuilt here into the model its client's downlink mod will hand
         the ClientApp (``rebuilt_replica``: the same function, nothing stored), and that client trains
         from it."""
-        own_start = any(DELTA_KEY in m.content.array_records for m in delivered)
+        own_start = any(update_record(m.content, DELTA_KEY) is not None for m in delivered)
         jobs, ready = [], []
         for message in delivered:
             try:
@@ -71,7 +72,7 @@ class RoundTraining(RoundTrainer):
     def _content(message: Message, context: Context) -> RecordDict:
         """What the ClientApp will be handed: with a compressed download, the model its mod rebuilds."""
         content = message.content
-        if DELTA_KEY not in content.array_records:
+        if update_record(content, DELTA_KEY) is None:
             return content
         replica = rebuilt_replica(message, context)
         return RecordDict({keys.ARRAYS: ArrayRecord({k: v.contiguous() for k, v in replica.items()}),

@@ -34,7 +34,7 @@ from fedgc.flower.server.validate import (
     reported_norms,
     update_norm,
 )
-from fedgc.flower.update_record import CodecError, decode_update
+from fedgc.flower.update_record import CodecError, decode_update, update_bytes, update_record
 from fedgc.plugins.import_paths import PluginError
 
 
@@ -173,11 +173,11 @@ class FedgcStrategy(FedAvg):
             raise CodecError("too-large", f"reply holds {size} bytes in all > {self.max_update_bytes + MAX_REPLY_EXTRA_BYTES}")
         metrics = reply.content.metric_records.get(keys.METRICS)
         n = check_metrics(metrics, self.max_num_examples, self.max_samples)
-        update = reply.content.array_records.get(keys.UPDATE)
+        update = update_record(reply.content, keys.UPDATE)
         if update is None:
             raise CodecError("missing-update", f"reply has no {keys.UPDATE!r} record")
-        if update.count_bytes() > self.max_update_bytes:
-            raise CodecError("too-large", f"update holds {update.count_bytes()} bytes > {self.max_update_bytes}")
+        if update_bytes(update) > self.max_update_bytes:
+            raise CodecError("too-large", f"update holds {update_bytes(update)} bytes > {self.max_update_bytes}")
         payloads = decode_update(update, self.shapes)
         check_consistency(metrics, payloads)
         return ClientUpdate(node, n, payloads, metrics, update_norm(payloads))
