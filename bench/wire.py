@@ -23,24 +23,40 @@ fp32, fp16 in version 1; int8, int4, sign in v3, the rounding kept in DGC's resi
 std over the seeds and its gap to the fp32-value run in points, and the whole upload message ratio
 from the run's own byte counts, dense fp32 reply / compressed reply (Flower message and metrics
 included), over the whole run and over the rounds at the scenario's density (after warm-up).
+Each seed also gets a dense reference (``--no-dense`` skips it): the same scenario, overrides, rounds,
+seed and evaluations with ``compression.name=none`` (dense fp32 updates, no DGC; the ``--set``
+``compression.*`` keys that only DGC takes are dropped), and, when the scenario's DGC applies momentum
+correction with momentum m and the server plain SGD, FedAvgM with server momentum m (server lr
+unchanged): with every client every round and one local step that is momentum SGD on the averaged
+gradient, the arithmetic of DGC's momentum correction at density 1 (the ``dense`` baseline of
+bench/dgc_mnist.py). Its gap (``gap_dense_pp``, dense mean − the encoding's mean, in points) sits
+beside the gap to fp32 values (``gap_pp``); a mean above the reference is a negative gap.
 ``ratio_whole_message`` in the JSON is that ratio of the encoding with the largest one among those whose
-mean accuracy is within 0.3 points of fp32's, and ``accuracy_gap_pp`` its gap; both only from the runs
-made here, and only with at least 3 seeds. ``--set KEY=VALUE`` overrides the scenario (e.g.
+mean accuracy is within 0.3 points of fp32's and, when the dense runs were made, of dense's, with no
+update rejected or failed; ``accuracy_gap_pp`` and ``accuracy_gap_dense_pp`` are its gaps; all only from
+the runs made here, and only with at least 3 seeds. ``--set KEY=VALUE`` overrides the scenario (e.g.
 ``--set model.name=mnist_cnn --set compression.warmup_rounds=0``: message sizes on mnist_cnn).
-``--accuracy-out DIR`` keeps each accuracy run in a run folder there (evaluated every tenth of the
-rounds): a finished one is reused, one cut short resumed from its checkpoint, so a long comparison
-can span sessions.
+``--accuracy-out DIR`` keeps each accuracy run in a run folder there (``seed<k>/<encoding>`` and
+``seed<k>/dense``, evaluated every tenth of the rounds): a finished one is reused, one cut short resumed
+from its checkpoint, so a long comparison can span sessions.
 With ``--tta-3g`` it also measures time to target on replayed 3G with churn
 (``scenarios/mnist_3g_dropouts.yaml``, needs ``FEDGC_TRACE_DIR``): the dense run and DGC uploads with
 top-k model-difference downloads at each ``--tta-densities`` value both ways, with each
 ``--tta-encodings`` value in both directions, one seed (``--tta-seed``), ``--jobs`` runs at a time,
 run folders kept under ``--tta-out`` (reused when finished). ``tta_3g_speedup`` is the dense run's
 simulated time to the scenario's target over the fastest compressed run's (``tta_3g_best`` names it).
-``--write`` writes that table into docs/results.md (``<!-- wire-tta3g:begin -->``).
+``--write`` writes what was measured into docs/results.md (``--results`` names another file): the 3G
+table (``<!-- wire-tta3g:begin -->``) when ``--tta-3g`` ran, and the accuracy table
+(``<!-- wire-accuracy:begin -->``: the command that reproduces it, date, commit, CPU kernels, torch,
+scenario, overrides, rounds and seeds; per encoding and dense the final accuracy mean ± sample std, per
+seed, both gaps, the whole-message ratios and the mean reply bytes at the scenario's density; then the
+verdict against 1,500x) when accuracy runs with at least 3 seeds ran. ``--write`` with neither is refused.
 The last line is one JSON object.
 
     FEDGC_DATA_DIR=... .venv/bin/python bench/wire.py       # ~1 min + 25–90 s a 200-round run (2 shared cores)
     FEDGC_DATA_DIR=... FEDGC_TRACE_DIR=... .venv/bin/python bench/wire.py --accuracy-rounds 0 --tta-3g --write
+    FEDGC_DATA_DIR=... .venv/bin/python bench/wire.py --accuracy-rounds 600 --set model.name=mnist_cnn \\
+        --set compression.dense_small_tensors=false --encodings fp32,int4,sign --seeds 0,1,2 --accuracy-out DIR --write
     .venv/bin/python bench/wire.py --tiny     # a smoke run (smaller tensors, fewer repeats, 3 rounds, 1 seed)
 """
 
@@ -50,6 +66,7 @@ import argparse
 import datetime
 import json
 import math
+import shlex
 import statistics
 import subprocess
 import sys
@@ -171,15 +188,41 @@ def mean_std(values: list[float]) -> tuple[float, float | None]:
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
 
 
-def training_run(scenario_path: str, encoding: str, seed: int, rounds: int, sets: dict | None = None,
-                 out: Path | None = None) -> dict:
-    """One DGC run with ``value_dtype: encoding``: final accuracy and the run's upload byte counts. With
-    ``out``, in the run folder ``out/seed<seed>/<encoding>`` (a finished one read as it is, one cut short
-    resumed from its checkpoint: long runs span sessions), else in this process."""
+# compression.name: none takes these of the section; the --set compression.* keys outside them are DGC's own
+NONE_COMPRESSION_KEYS = ("density", "warmup_rounds", "warmup_for", "error_feedback", "dense_small_tensors")
+
+
+def dense_overrides(scenario_path: str, sets: dict) -> dict:
+    """``sets`` for the dense reference: ``compression.name: none`` (the ``compression.*`` keys only DGC
+    takes dropped) and, when the scenario's DGC applies momentum correction with momentum m and the server
+    is plain SGD, FedAvgM with server momentum m: momentum SGD, DGC's arithmetic at density 1."""
     import fedgc
 
-    overrides = {**(sets or {}), "rounds": rounds, "seed": seed, "compression.value_dtype": encoding,
-                 "eval.every": rounds if out is None else max(1, rounds // 10)}
+    try:
+        dgc = fedgc.Scenario.from_yaml(scenario_path, dict(sets))
+    except fedgc.ScenarioError as err:
+        raise SystemExit(f"bench/wire.py: {err}") from None
+    kept = {key: value for key, value in sets.items()
+            if not key.startswith("compression.") or key.split(".", 1)[1] in NONE_COMPRESSION_KEYS}
+    out = {**kept, "compression.name": "none"}
+    options = dgc.compression.options
+    momentum = getattr(options, "momentum", 0.0) if getattr(options, "momentum_correction", False) else 0.0
+    if momentum and dgc.strategy.server_optimizer == "sgd":
+        out.update({"strategy.server_optimizer": "momentum", "strategy.server_momentum": momentum})
+    return out
+
+
+def training_run(scenario_path: str, encoding: str, seed: int, rounds: int, sets: dict | None = None,
+                 out: Path | None = None) -> dict:
+    """One DGC run with ``value_dtype: encoding`` (``encoding`` "dense": the dense reference,
+    ``dense_overrides``): final accuracy and the run's upload byte counts. With ``out``, in the run folder
+    ``out/seed<seed>/<encoding>`` (a finished one read as it is, one cut short resumed from its checkpoint:
+    long runs span sessions), else in this process."""
+    import fedgc
+
+    chosen = (dense_overrides(scenario_path, sets or {}) if encoding == "dense"
+              else {**(sets or {}), "compression.value_dtype": encoding})
+    overrides = {**chosen, "rounds": rounds, "seed": seed, "eval.every": rounds if out is None else max(1, rounds // 10)}
     try:
         scenario = fedgc.Scenario.from_yaml(scenario_path, overrides)
     except fedgc.ScenarioError as err:
@@ -193,13 +236,18 @@ def training_run(scenario_path: str, encoding: str, seed: int, rounds: int, sets
         run = fedgc.load_run(folder)
     wall = time.perf_counter() - start if out is None else run.summary.wall_time_s
     target = scenario.compression.density
-    steady = [r for r in run.rounds if r.density == target and r.bytes_up]
+    # the rounds at the scenario's density (after DGC's warm-up); every round of the dense reference
+    steady = [r for r in run.rounds if (encoding == "dense" or r.density == target) and r.bytes_up]
+    replies = sum(len(r.client_upload_bytes) for r in steady)
     return {"encoding": encoding, "seed": seed, "rounds": rounds, "final_accuracy": run.summary.final_accuracy,
             "bytes_up": run.summary.bytes_up, "dense_bytes_up": run.summary.dense_bytes_up,
             "ratio_run": run.summary.dense_bytes_up / run.summary.bytes_up,
             "steady_rounds": len(steady),
             "ratio_at_density": (sum(r.dense_bytes_up for r in steady) / sum(r.bytes_up for r in steady)
                                  if steady else None),
+            "reply_bytes_at_density": sum(r.bytes_up for r in steady) / replies if replies else None,
+            "dense_sets": {k: v for k, v in chosen.items() if k not in (sets or {}) or (sets or {})[k] != v}
+            if encoding == "dense" else None,
             "rejected": run.summary.updates_rejected, "failed": run.summary.clients_failed, "wall_s": wall}
 
 
@@ -232,51 +280,160 @@ def run_in_folder(scenario_path: str | Path, overrides: dict, folder: Path) -> N
         raise SystemExit(f"bench/wire.py: the run in {folder} failed (exit {code}): {folder.parent / folder.name}.log")
 
 
-def accuracy_figures(runs: list[dict], encodings: list[str]) -> dict:
-    out = {}
-    base = [r["final_accuracy"] for r in runs if r["encoding"] == "fp32"]
-    for encoding in encodings:
-        mine = [r for r in runs if r["encoding"] == encoding]
-        accuracy = [r["final_accuracy"] for r in mine]
-        ratios = [r["ratio_at_density"] for r in mine if r["ratio_at_density"] is not None]
-        mean, std = mean_std(accuracy)
-        out[encoding] = {
-            "final_accuracy_mean": mean, "final_accuracy_std": std, "seeds": [r["seed"] for r in mine],
-            "gap_pp": 100 * (statistics.fmean(base) - mean) if base else None,
+def run_figures(mine: list[dict]) -> dict:
+    """Mean ± sample std of the final accuracies of ``mine`` (one entry a seed), its byte figures."""
+    accuracy = [r["final_accuracy"] for r in mine]
+    ratios = [r["ratio_at_density"] for r in mine if r["ratio_at_density"] is not None]
+    replies = [r["reply_bytes_at_density"] for r in mine if r.get("reply_bytes_at_density") is not None]
+    mean, std = mean_std(accuracy)
+    return {"final_accuracy_mean": mean, "final_accuracy_std": std, "seeds": [r["seed"] for r in mine],
+            "final_accuracies": accuracy,
             "ratio_run": statistics.fmean(r["ratio_run"] for r in mine),
             "ratio_at_density": statistics.fmean(ratios) if ratios else None,
+            "reply_bytes_at_density": statistics.fmean(replies) if replies else None,
             "rejected": sum(r["rejected"] for r in mine), "failed": sum(r["failed"] for r in mine)}
+
+
+def accuracy_figures(runs: list[dict], encodings: list[str], dense_runs: list[dict] | None = None) -> dict:
+    """Per encoding: ``run_figures`` and its gaps in points, ``gap_pp`` to the fp32-value runs' mean and
+    ``gap_dense_pp`` to the dense runs' mean (None without them); a mean above the reference: negative."""
+    out = {}
+    base = [r["final_accuracy"] for r in runs if r["encoding"] == "fp32"]
+    dense = [r["final_accuracy"] for r in dense_runs or []]
+    for encoding in encodings:
+        f = run_figures([r for r in runs if r["encoding"] == encoding])
+        f["gap_pp"] = 100 * (statistics.fmean(base) - f["final_accuracy_mean"]) if base else None
+        f["gap_dense_pp"] = 100 * (statistics.fmean(dense) - f["final_accuracy_mean"]) if dense else None
+        out[encoding] = f
     return out
+
+
+def dense_figures(dense_runs: list[dict], runs: list[dict]) -> dict | None:
+    """The dense reference's ``run_figures`` and its gap to the fp32-value runs (None without dense runs)."""
+    if not dense_runs:
+        return None
+    f = run_figures(dense_runs)
+    base = [r["final_accuracy"] for r in runs if r["encoding"] == "fp32"]
+    f["gap_pp"] = 100 * (statistics.fmean(base) - f["final_accuracy_mean"]) if base else None
+    f["gap_dense_pp"] = 0.0
+    return f
 
 
 def best_kept(figures: dict) -> tuple[str, dict] | None:
     """The encoding with the largest whole-message ratio (at the scenario's density) among those whose
-    mean final accuracy is within ``KEEPS_ACCURACY_PP`` of fp32's, and no update rejected or failed."""
+    mean final accuracy is within ``KEEPS_ACCURACY_PP`` of fp32's and, when the dense runs were made
+    (``gap_dense_pp`` not None), of dense's, with no update rejected or failed."""
     kept = [(e, f) for e, f in figures.items() if f["gap_pp"] is not None and f["gap_pp"] <= KEEPS_ACCURACY_PP
+            and (f.get("gap_dense_pp") is None or f["gap_dense_pp"] <= KEEPS_ACCURACY_PP)
             and f["ratio_at_density"] is not None and not f["rejected"] and not f["failed"]]
     return max(kept, key=lambda item: item[1]["ratio_at_density"]) if kept else None
 
 
 def accuracy_section(args: argparse.Namespace) -> dict:
-    runs = []
+    runs, dense_runs = [], []
+    names = [*args.encodings, *(["dense"] if args.dense else [])]
     for seed in args.seeds:  # seed by seed, every encoding: a cut-short bench still compares like with like
-        for encoding in args.encodings:
-            runs.append(training_run(args.scenario, encoding, seed, args.accuracy_rounds, args.set, args.accuracy_out))
-            r = runs[-1]
+        for encoding in names:
+            r = training_run(args.scenario, encoding, seed, args.accuracy_rounds, args.set, args.accuracy_out)
+            (dense_runs if encoding == "dense" else runs).append(r)
             print(f"  {encoding:>5} seed {seed}: final accuracy {r['final_accuracy']:.4f}, upload ratio "
                   f"{r['ratio_run']:.1f} (run) {r['ratio_at_density'] or float('nan'):.1f} (at density, "
                   f"{r['steady_rounds']} rounds), {r['wall_s']:.0f} s", flush=True)
-    figures = accuracy_figures(runs, args.encodings)
+    figures = accuracy_figures(runs, args.encodings, dense_runs)
+    dense = dense_figures(dense_runs, runs)
     where = f"{args.scenario}{f' with {args.set}' if args.set else ''}"
     print(f"\nDGC on {where}, {args.accuracy_rounds} rounds, seeds {', '.join(map(str, args.seeds))}: "
-          "final accuracy mean ± sample std, gap to fp32 values, whole upload message ratio dense / compressed")
-    print(f"{'values':>8} {'accuracy':>17} {'gap (pp)':>9} {'ratio, run':>11} {'ratio at density':>17}")
-    for encoding, f in figures.items():
+          "final accuracy mean ± sample std, gaps to fp32 values and to dense, whole upload message ratio "
+          "dense / compressed")
+    print(f"{'values':>8} {'accuracy':>17} {'gap (pp)':>9} {'vs dense':>9} {'ratio, run':>11} {'ratio at density':>17}")
+    for encoding, f in [*figures.items(), *([("dense", dense)] if dense else [])]:
         std = "—" if f["final_accuracy_std"] is None else f"{100 * f['final_accuracy_std']:.2f}"
         gap = "—" if f["gap_pp"] is None else f"{f['gap_pp']:+.2f}"
+        vs_dense = "—" if f["gap_dense_pp"] is None or encoding == "dense" else f"{f['gap_dense_pp']:+.2f}"
         at = "—" if f["ratio_at_density"] is None else f"{f['ratio_at_density']:.1f}"
-        print(f"{encoding:>8} {100 * f['final_accuracy_mean']:>9.2f} ± {std:<5} {gap:>9} {f['ratio_run']:>11.1f} {at:>17}")
-    return {"runs": runs, "figures": figures}
+        print(f"{encoding:>8} {100 * f['final_accuracy_mean']:>9.2f} ± {std:<5} {gap:>9} {vs_dense:>9} "
+              f"{f['ratio_run']:>11.1f} {at:>17}")
+    return {"runs": runs, "figures": figures, "dense_runs": dense_runs, "dense": dense}
+
+
+ACCURACY_BEGIN, ACCURACY_END = "<!-- wire-accuracy:begin -->", "<!-- wire-accuracy:end -->"
+ISSUE_RATIO = 1500  # the issue's bar on the whole upload message, dense fp32 / DGC at 0.001
+
+
+def reproducing_command(args: argparse.Namespace) -> str:
+    """The command line that makes the accuracy block again (data and run folders as placeholders)."""
+    words = [".venv/bin/python", "bench/wire.py", *(["--tiny"] if args.tiny else []),
+             "--accuracy-rounds", str(args.accuracy_rounds)]
+    scenario = Path(args.scenario).resolve()
+    if scenario != REPO / "scenarios" / "dgc_mnist.yaml":
+        words += ["--scenario", str(scenario.relative_to(REPO)) if scenario.is_relative_to(REPO) else "SCENARIO"]
+    for item in args.set_items:
+        words += ["--set", shlex.quote(item)]
+    words += ["--encodings", ",".join(args.encodings), "--seeds", ",".join(map(str, args.seeds))]
+    words += [*([] if args.dense else ["--no-dense"]), *(["--accuracy-out", "DIR"] if args.accuracy_out else []),
+              "--write"]
+    return "FEDGC_DATA_DIR=... " + " ".join(words)
+
+
+def dense_sets(accuracy: dict) -> str:
+    """The overrides that made the dense reference, as ``--set`` items."""
+    sets = accuracy["dense_runs"][0]["dense_sets"]
+    return " ".join(f"`{key}={value if isinstance(value, str) else json.dumps(value)}`" for key, value in sets.items())
+
+
+def percent(mean: float, std: float | None, n: int) -> str:
+    return f"{100 * mean:.2f}% ± {'—' if std is None else f'{100 * std:.2f}'} ({n})"
+
+
+def accuracy_block(accuracy: dict, args: argparse.Namespace, commit: str, cpu: str, torch_version: str,
+                   date: str) -> str:
+    """The ``--write`` accuracy block of docs/results.md (pure: from the section's figures and the arguments)."""
+    figures, dense = accuracy["figures"], accuracy["dense"]
+    best = best_kept(figures)
+    sets = ", ".join(f"`{item}`" for item in args.set_items) or "none"
+    scenario = Path(args.scenario).resolve()
+    shown = scenario.relative_to(REPO) if scenario.is_relative_to(REPO) else scenario.name
+    lines = [ACCURACY_BEGIN,
+             f"Written by `{reproducing_command(args)}` ({date}, main at {commit}, CPU kernels {cpu}, torch "
+             f"{torch_version}): `{shown}`, overrides {sets}, {args.accuracy_rounds} rounds (warm-up included), "
+             f"seeds {', '.join(map(str, args.seeds))}. Each encoding is DGC at the scenario's density with that "
+             "`compression.value_dtype`"
+             + (f"; dense is the same with {dense_sets(accuracy)} (dense fp32 updates; server momentum, when "
+                "set, is DGC's: momentum SGD, the arithmetic of DGC's momentum correction at density 1)"
+                if dense else "")
+             + ". Final accuracy: mean ± sample std (seeds); gaps in points, reference mean − this mean (negative: "
+             "above it); the whole upload message ratio is dense fp32 reply bytes / reply bytes from the runs' own "
+             "counts (Flower message and metrics included), over the run and over the rounds at the scenario's "
+             "density, and B per reply is the mean reply there.",
+             "",
+             "| values | final accuracy | per seed | gap to fp32 (pp) | gap to dense (pp) | ratio, run | "
+             "ratio at density | B per reply at density |",
+             "|---|---|---|---|---|---|---|---|"]
+    rows = [*figures.items(), *([("dense", dense)] if dense else [])]
+    for name, f in rows:
+        gap = "—" if f["gap_pp"] is None or name == "fp32" else f"{f['gap_pp']:+.2f}"
+        vs_dense = "—" if f["gap_dense_pp"] is None or name == "dense" else f"{f['gap_dense_pp']:+.2f}"
+        at = "—" if f["ratio_at_density"] is None else f"{f['ratio_at_density']:,.1f}×"
+        reply = "—" if f["reply_bytes_at_density"] is None else f"{f['reply_bytes_at_density']:,.0f}"
+        seeds = " / ".join(f"{100 * a:.2f}" for a in f["final_accuracies"])
+        label = f"**{name}**" if best is not None and name == best[0] else name
+        lines.append(f"| {label} | {percent(f['final_accuracy_mean'], f['final_accuracy_std'], len(f['seeds']))} | "
+                     f"{seeds} | {gap} | {vs_dense} | {f['ratio_run']:,.1f}× | {at} | {reply} |")
+    within = "fp32 values" + (" and of dense" if dense else " (dense not run)")
+    lines.append("")
+    if best is None:
+        lines.append(f"No encoding kept the mean final accuracy within {KEEPS_ACCURACY_PP} points of {within} with "
+                     "every update accepted: no `ratio_whole_message`.")
+    else:
+        name, f = best
+        reaches = "reaches" if f["ratio_at_density"] >= ISSUE_RATIO else "does not reach"
+        lines.append(f"Best within {KEEPS_ACCURACY_PP} points of {within}: **{name}**, whole upload message "
+                     f"{f['ratio_at_density']:,.1f}× smaller than dense fp32 at the scenario's density "
+                     f"(`ratio_whole_message`; gaps {f['gap_pp']:+.2f} pp to fp32"
+                     + ("" if f["gap_dense_pp"] is None else f", {f['gap_dense_pp']:+.2f} pp to dense")
+                     + f"): it {reaches} {ISSUE_RATIO:,}×.")
+    lines.append(ACCURACY_END)
+    return "\n".join(lines)
 
 
 TTA_SCENARIO = REPO / "scenarios" / "mnist_3g_dropouts.yaml"
@@ -381,7 +538,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--tta-rounds", type=int, default=None, help="override the 3G scenario's rounds")
     parser.add_argument("--tta-out", type=Path, default=REPO / "runs" / "bench-wire-3g")
     parser.add_argument("--jobs", type=int, default=1, help="3G runs at a time (processes)")
-    parser.add_argument("--write", action="store_true", help="write the 3G table into docs/results.md")
+    parser.add_argument("--no-dense", dest="dense", action="store_false",
+                        help="no dense reference runs beside the accuracy runs")
+    parser.add_argument("--write", action="store_true",
+                        help="write what was measured (the 3G table, the accuracy table of >= 3 seeds) into "
+                             "docs/results.md")
+    parser.add_argument("--results", type=Path, default=REPO / "docs" / "results.md",
+                        help="the file --write writes into (default docs/results.md)")
     args = parser.parse_args()
     if not 1 <= args.jobs <= 16:
         parser.error(f"--jobs must be 1 to 16, not {args.jobs}")
@@ -398,8 +561,6 @@ def parse_args() -> argparse.Namespace:
     args.tta_encodings = args.tta_encodings[:200].split(",")
     if not 1 <= len(args.tta_encodings) <= len(ENCODINGS) or not set(args.tta_encodings) <= set(ENCODINGS):
         parser.error(f"--tta-encodings: some of {', '.join(ENCODINGS)}")
-    if args.write and not args.tta_3g:
-        parser.error("--write writes the 3G table: give --tta-3g")
     if not 1 <= args.repeats <= 1000:
         parser.error(f"--repeats must be 1 to 1000, not {args.repeats}")
     args.accuracy_rounds = (3 if args.tiny else 200) if args.accuracy_rounds is None else args.accuracy_rounds
@@ -426,7 +587,9 @@ def parse_args() -> argparse.Namespace:
             sets[key] = yaml.safe_load(value)
         except yaml.YAMLError:
             parser.error(f"--set {key}: not a YAML value: {value[:60]!r}")
-    args.set = sets
+    args.set_items, args.set = [item[:1000] for item in args.set], sets
+    if args.write and not args.tta_3g and not (args.accuracy_rounds and len(args.seeds) >= MIN_SEEDS):
+        parser.error(f"--write: nothing to write (give --tta-3g, or accuracy runs of at least {MIN_SEEDS} seeds)")
     return args
 
 
@@ -484,25 +647,37 @@ def main() -> None:
     accuracy = None
     if args.accuracy_rounds:
         print(f"\naccuracy runs: DGC on {args.scenario}, {args.accuracy_rounds} rounds, values "
-              f"{', '.join(args.encodings)}, seeds {', '.join(map(str, args.seeds))}", flush=True)
+              f"{', '.join(args.encodings)}{' and a dense reference' if args.dense else ''}, seeds "
+              f"{', '.join(map(str, args.seeds))}", flush=True)
         accuracy = accuracy_section(args)
     best = best_kept(accuracy["figures"]) if accuracy and len(args.seeds) >= MIN_SEEDS else None
     if accuracy and len(args.seeds) < MIN_SEEDS:
         print(f"\nfewer than {MIN_SEEDS} seeds (a seed's accuracy moves by points): no ratio_whole_message")
     elif accuracy and best is None:
-        print(f"\nno encoding kept the fp32-value runs' accuracy within {KEEPS_ACCURACY_PP} points "
-              "with every update accepted: no ratio_whole_message")
+        print(f"\nno encoding kept the accuracy of the fp32-value runs{' and of dense' if args.dense else ''} within "
+              f"{KEEPS_ACCURACY_PP} points with every update accepted: no ratio_whole_message")
     elif best is not None:
-        print(f"\nbest encoding within {KEEPS_ACCURACY_PP} points of fp32 values: {best[0]}, whole upload message "
-              f"{best[1]['ratio_at_density']:.1f}x smaller than dense fp32 at the scenario's density, "
-              f"{best[1]['gap_pp']:+.2f} points")
+        vs_dense = "" if best[1]["gap_dense_pp"] is None else f", {best[1]['gap_dense_pp']:+.2f} points to dense"
+        print(f"\nbest encoding within {KEEPS_ACCURACY_PP} points of fp32 values{' and of dense' if args.dense else ''}: "
+              f"{best[0]}, whole upload message {best[1]['ratio_at_density']:.1f}x smaller than dense fp32 at the "
+              f"scenario's density, {best[1]['gap_pp']:+.2f} points to fp32{vs_dense}")
+    if accuracy and args.write and len(args.seeds) >= MIN_SEEDS:
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], check=False, cwd=REPO,
+                               capture_output=True, text=True).stdout.strip()
+        write_block(args.results, ACCURACY_BEGIN, ACCURACY_END,
+                    accuracy_block(accuracy, args, f"{commit} + uncommitted changes" if dirty else commit,
+                                   torch.backends.cpu.get_cpu_capability(), torch.__version__,
+                                   str(datetime.date.today())))
+    elif accuracy and args.write:
+        print(f"\naccuracy table not written: fewer than {MIN_SEEDS} seeds")
     tta = tta_section(args) if args.tta_3g else None
     if tta is None:
         print("\nnot measured here: tta_3g_speedup (give --tta-3g)")
     elif args.write:
-        write_block(REPO / "docs" / "results.md", TTA_BEGIN, TTA_END, tta_block(tta, commit, args.tta_seed))
+        write_block(args.results, TTA_BEGIN, TTA_END, tta_block(tta, commit, args.tta_seed))
     kept = {} if best is None else {"ratio_whole_message": best[1]["ratio_at_density"],
-                                    "accuracy_gap_pp": best[1]["gap_pp"], "best_encoding": best[0]}
+                                    "accuracy_gap_pp": best[1]["gap_pp"],
+                                    "accuracy_gap_dense_pp": best[1]["gap_dense_pp"], "best_encoding": best[0]}
     if tta is not None:
         kept.update({"tta_3g_speedup": tta["speedup"], "tta_3g_best": tta["best"], "tta_3g": tta["runs"]})
     print(json.dumps({**kept,

@@ -245,10 +245,99 @@ def test_bench_wire_times_3g_runs_to_target_and_keeps_its_runs_in_folders(tmp_pa
     assert figures["tta_3g_speedup"] is None and figures["tta_3g_best"] is None  # 2 rounds: 90% not reached
     accuracy = {(r["encoding"], r["seed"]): r["final_accuracy"] for r in figures["accuracy"]["runs"]}
     assert set(accuracy) == {("fp32", 0), ("int4", 0)}
-    kept = [tmp_path / "seed0" / "dense" / "metrics.jsonl", tmp_path / "accuracy" / "seed0" / "int4" / "metrics.jsonl"]
+    kept = [tmp_path / "seed0" / "dense" / "metrics.jsonl", tmp_path / "accuracy" / "seed0" / "int4" / "metrics.jsonl",
+            tmp_path / "accuracy" / "seed0" / "dense" / "metrics.jsonl"]  # the accuracy section's dense reference
     written = [path.stat().st_mtime_ns for path in kept]
     again = subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
     second = json.loads(again.stdout.strip().splitlines()[-1])
     assert second["tta_3g"] == runs
     assert {(r["encoding"], r["seed"]): r["final_accuracy"] for r in second["accuracy"]["runs"]} == accuracy
     assert [path.stat().st_mtime_ns for path in kept] == written
+
+
+def bench_wire():
+    """bench/wire.py as a module (it puts bench/ on sys.path for its results_block helper itself)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_wire", REPO / "bench" / "wire.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("argv", [["--tiny", "--write"], ["--accuracy-rounds", "0", "--write"],
+                                  ["--accuracy-rounds", "2", "--seeds", "0,1", "--write"]])
+def test_bench_wire_refuses_write_with_nothing_to_write(monkeypatch, capsys, argv):
+    """``--write`` writes the 3G table (``--tta-3g``) and the accuracy table (accuracy runs of at least 3
+    seeds); with neither it is a one-line parser error, before anything runs."""
+    wire = bench_wire()
+    monkeypatch.setattr(sys, "argv", ["bench/wire.py", *argv])
+    with pytest.raises(SystemExit) as stop:
+        wire.parse_args()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and "Traceback" not in "\n".join(err)
+    assert err[-1].endswith("--write: nothing to write (give --tta-3g, or accuracy runs of at least 3 seeds)")
+
+
+def test_bench_wire_keeps_the_encoding_within_reach_of_fp32_and_of_dense():
+    """An encoding 0.2 points below fp32 values but 0.5 below dense is not kept, however small its
+    message; one above both (negative gaps) is; without dense runs only the gap to fp32 counts."""
+    wire = bench_wire()
+
+    def row(gap: float, gap_dense: float | None, ratio: float) -> dict:
+        return {"gap_pp": gap, "gap_dense_pp": gap_dense, "ratio_at_density": ratio, "rejected": 0, "failed": 0}
+
+    figures = {"fp32": row(0.0, 0.3, 700.0), "int4": row(0.2, 0.5, 1500.0)}
+    assert wire.best_kept(figures)[0] == "fp32"
+    assert wire.best_kept({**figures, "sign": row(-0.1, -0.4, 1800.0)})[0] == "sign"
+    assert wire.best_kept({e: {**f, "gap_dense_pp": None} for e, f in figures.items()})[0] == "int4"
+    assert wire.best_kept({"fp32": row(0.0, 0.31, 700.0), "int4": row(0.2, 0.5, 1500.0)}) is None
+    # the gaps from the runs: reference mean − the encoding's mean, in points
+    runs = [{"encoding": e, "seed": s, "final_accuracy": a, "ratio_run": 1.0, "ratio_at_density": None,
+             "reply_bytes_at_density": None, "rejected": 0, "failed": 0}
+            for e, s, a in (("fp32", 0, 0.980), ("fp32", 1, 0.984), ("int4", 0, 0.979), ("int4", 1, 0.981))]
+    dense = [{**r, "encoding": "dense", "final_accuracy": a} for r, a in zip(runs[:2], (0.986, 0.988), strict=True)]
+    got = wire.accuracy_figures(runs, ["fp32", "int4"], dense)
+    assert got["int4"]["gap_pp"] == pytest.approx(0.2) and got["int4"]["gap_dense_pp"] == pytest.approx(0.7)
+    assert got["fp32"]["gap_dense_pp"] == pytest.approx(0.5)
+    assert wire.accuracy_figures(runs, ["fp32", "int4"])["int4"]["gap_dense_pp"] is None
+
+
+def test_bench_wire_writes_its_accuracy_table_with_a_dense_reference(tmp_path):
+    """Accuracy runs of 3 seeds with ``--write``: a dense run per seed beside the encodings' (in this
+    process here; the 3G test above shows it kept as ``seed<k>/dense`` and reused with ``--accuracy-out``),
+    ``gap_dense_pp`` per encoding in the JSON, and the ``wire-accuracy`` block of the results file
+    (``--results``: here a copy of docs/results.md) rewritten with a row per encoding and dense, the
+    command that makes it again and a verdict; the text around the block is left alone."""
+    from .conftest import shared_dir
+
+    results = tmp_path / "results.md"
+    original = (REPO / "docs" / "results.md").read_text()
+    results.write_text(original)
+    docs_written = (REPO / "docs" / "results.md").stat().st_mtime_ns
+    env = {**os.environ, "FEDGC_DATA_DIR": str(shared_dir() / "data")}
+    command = [sys.executable, "bench/wire.py", "--tiny", "--accuracy-rounds", "2", "--encodings", "fp32,int4",
+               "--seeds", "0,1,2", "--set", "compression.warmup_rounds=0", "--set", "data.max_train_samples=512",
+               "--set", "data.max_test_samples=256", "--write", "--results", str(results)]
+    proc = subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    accuracy = json.loads(proc.stdout.strip().splitlines()[-1])["accuracy"]
+    dense_mean = accuracy["dense"]["final_accuracy_mean"]
+    assert [r["seed"] for r in accuracy["dense_runs"]] == [0, 1, 2]
+    assert list(accuracy["figures"]) == ["fp32", "int4"]
+    for f in accuracy["figures"].values():
+        assert f["gap_dense_pp"] == pytest.approx(100 * (dense_mean - f["final_accuracy_mean"]))
+        assert f["reply_bytes_at_density"] < accuracy["dense"]["reply_bytes_at_density"] / 100
+    assert all(r["bytes_up"] >= r["dense_bytes_up"] for r in accuracy["dense_runs"])  # dense fp32: nothing compressed
+    begin, end = "<!-- wire-accuracy:begin -->", "<!-- wire-accuracy:end -->"
+    text = results.read_text()
+    head, rest = text.split(begin)
+    block, tail = rest.split(end)
+    assert head == original.split(begin)[0] and tail == original.split(end)[1]
+    rows = [line.split(" | ")[0] for line in block.splitlines() if line.startswith("| ")]
+    assert rows == ["| values", "| fp32", "| int4", "| dense"]
+    assert "bench/wire.py --tiny --accuracy-rounds 2 --set compression.warmup_rounds=0" in block
+    assert "--encodings fp32,int4 --seeds 0,1,2 --write" in block
+    assert block.strip().splitlines()[-1].startswith(("No encoding kept", "Best within 0.3 points"))
+    assert (REPO / "docs" / "results.md").stat().st_mtime_ns == docs_written
