@@ -157,9 +157,10 @@ def test_java_applies_v3_downloads_bit_for_bit(tmp_path, jar):  # noqa: F811
 
 def test_handler_speaks_wire_v3_unless_told_version_1_only(tmp_path, jar):  # noqa: F811
     """The census answer declares ``wire-versions`` [1, 3] (none with ``--node-config "wire-versions=1"``,
-    any other value refused); an int8 round's update is a version-3 blob fedgc's server decodes (the
-    weight's values int8-coded, the bias fp16); a version-1-only node refuses int8 values and a v3
-    download in one line, and trains an fp32 round."""
+    any other value refused); an int8 round's update is a version-3 blob in the compact form (a
+    ConfigRecord ``{blob: bytes}``) fedgc's server decodes (the weight's values int8-coded, the bias
+    fp16); a version-1-only node refuses int8 values and a v3 download (in either form) in one line,
+    and trains an fp32 round, its update a version-1 blob in the ArrayRecord."""
     import torch
 
     from fedgc.compress.payloads import CodedSparsePayload, DensePayload
@@ -175,6 +176,118 @@ def test_handler_speaks_wire_v3_unless_told_version_1_only(tmp_path, jar):  # no
     weight, bias = payloads["net.1.weight"], payloads["net.1.bias"]
     assert isinstance(weight, CodedSparsePayload) and weight.encoding == "int8" and weight.block == 0
     assert isinstance(bias, DensePayload) and bias.values.dtype == torch.float16
+
+
+def flower_objects(folder: Path) -> tuple[str, dict[str, bytes]]:
+    """A message the JVM deflated (FOLDER/root, FOLDER/objects/ID): its root id and objects, each id
+    checked as Flower checks it (the SHA-256 of the object's bytes)."""
+    import hashlib
+
+    contents = {p.name: p.read_bytes() for p in (folder / "objects").iterdir()}
+    assert all(hashlib.sha256(c).hexdigest() == i for i, c in contents.items())
+    return (folder / "root").read_text(), contents
+
+
+def test_a_v3_reply_is_the_compact_record_pythons_client_app_writes(tmp_path, jar):  # noqa: F811
+    """Each reply the JVM handler pushes (deflated by the SDK), inflated by flwr: an int8, int4 or sign
+    round's ``update`` is the compact form (a ConfigRecord holding the version-3 blob as its one bytes
+    value ``blob``), an fp32 round's a version-1 blob in the ArrayRecord, also on a version-1-only node
+    (``wire-versions=1``, which never writes the compact form). flwr deflates the inflated reply into the
+    very objects the JVM sent, fedgc's server decodes the update, and the record dict fedgc's Python
+    ClientApp writes for the same blob and metrics (``encode_update`` of the decoded payloads) has the
+    same object id: the same bytes on the wire. The compact form spares 400 bytes or more."""
+    from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+    from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
+    from flwr.supercore.inflatable.inflatable_utils import inflate_object_from_contents
+
+    from fedgc.flower.update_record import BLOB_KEY, UPDATE_KEY, decode_update, encode_update, update_record
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "train.npz", x=rng.normal(size=(4, 3)).astype(np.float32), y=np.array([0, 1, 1, 0]))
+    result = handler_check("replies", str(tmp_path), str(tmp_path / "replies"))
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stdout + result.stderr
+    shapes = {"net.1.weight": (2, 3), "net.1.bias": (2,)}
+    for name, version in (("int8", 3), ("int4", 3), ("sign", 3), ("fp32", 1), ("fp32-v1-only", 1)):
+        root, objects = flower_objects(tmp_path / "replies" / name)
+        reply = inflate_object_from_contents(root, dict(objects))
+        assert {i: o.deflate() for i, o in get_all_nested_objects(reply).items()} == objects, name
+        record = update_record(reply.content, "update")
+        assert list(reply.content) == ["update", "metrics"], name
+        if version == 3:
+            assert isinstance(record, ConfigRecord) and list(record) == [BLOB_KEY], (name, record)
+            blob = record[BLOB_KEY]
+            assert type(blob) is bytes and blob[0] == 3, name
+        else:
+            assert isinstance(record, ArrayRecord) and list(record) == [UPDATE_KEY], (name, record)
+            blob = record[UPDATE_KEY].numpy().tobytes()
+            assert blob[0] == 1, name
+        payloads = decode_update(record, shapes)  # what fedgc's server reads
+        pythons = RecordDict({"update": encode_update(payloads),
+                              "metrics": MetricRecord(dict(reply.content.metric_records["metrics"]))})
+        assert pythons.object_id == reply.content.object_id, name
+        if version == 3:
+            framed = RecordDict({"update": ArrayRecord({UPDATE_KEY: Array(np.frombuffer(blob, dtype=np.uint8))}),
+                                 "metrics": pythons["metrics"]})
+            compact, arrays = (sum(len(o.deflate()) for o in get_all_nested_objects(d).values()) for d in (pythons, framed))
+            assert arrays - compact >= 400, (name, compact, arrays)
+
+
+def test_compact_downloads_from_pythons_server_are_read_and_malformed_ones_refused(tmp_path, jar):  # noqa: F811
+    """Compressed downloads as fedgc's server sends them (``make_download``, ``encode_update``: int8,
+    int4 and sign in the compact form, fp16 in the ArrayRecord; and a version-1 blob in the compact
+    form, which a receiver reads too), deflated by flwr and inflated by the JVM SDK: applied bit for bit.
+    A compact ``model-delta`` with another key, a second item, a string, a list or a number for its
+    value, or a blob above 1 MiB is refused as a malformed download with fedgc's reason for it
+    (``bad-record``), the replica left as it was."""
+    import torch
+    from flwr.app import ConfigRecord, Message, RecordDict
+    from flwr.app.metadata import Metadata
+    from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
+
+    from fedgc.compress.downlink import DownlinkConfig, make_download, model_digest
+    from fedgc.flower.update_record import MAX_COMPACT_BYTES, CodecError, decode_update, encode_update
+    from fedgc.wire.codec import encode_bytes
+
+    def bits(weights: dict) -> dict:
+        return as_bits({k: {"shape": list(v.shape), "values": v.flatten().tolist()} for k, v in weights.items()})
+
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    cases = []
+
+    def add(name: str, record, replica: dict, download, **expect) -> None:
+        config = ConfigRecord({"downlink-base": model_digest(replica), "downlink-digest": model_digest(download.replica)})
+        message = Message(metadata=Metadata(run_id=1, message_id="", src_node_id=1, dst_node_id=2, reply_to_message_id="",
+                                            group_id="1", created_at=1767225600.0, ttl=3600.0, message_type="train"),
+                          content=RecordDict({"model-delta": record, "config": config}))
+        for object_id, obj in get_all_nested_objects(message).items():
+            (objects / object_id).write_bytes(obj.deflate())
+        cases.append({"name": name, "root": message.object_id, "replica": bits(replica), **expect})
+
+    g = torch.Generator().manual_seed(5)
+    replica = {"fc.weight": torch.randn(6, 9, generator=g), "fc.bias": torch.randn(6, generator=g)}
+    target = {k: v + torch.randn(v.shape, generator=g).mul(0.25) for k, v in replica.items()}
+    shapes = {k: tuple(v.shape) for k, v in replica.items()}
+    for value_dtype in ("int8", "int4", "sign", "fp16"):
+        config = DownlinkConfig(name="topk", density=0.25, value_dtype=value_dtype)
+        download = make_download(target, replica, config, config.compressor())
+        record = encode_update(download.payloads)
+        assert isinstance(record, ConfigRecord) == (value_dtype != "fp16")
+        add(value_dtype, record, replica, download, new_replica=bits(download.replica))
+    v1 = ConfigRecord({"blob": encode_bytes(download.payloads, version=1)})  # fp16's: a version-1 blob, compact
+    add("v1-compact", v1, replica, download, new_replica=bits(download.replica))
+    blob = v1["blob"]
+    malformed = {"another-key": ConfigRecord({"update": blob}), "second-item": ConfigRecord({"blob": blob, "x": b""}),
+                 "string": ConfigRecord({"blob": blob.hex()}), "list": ConfigRecord({"blob": [blob]}),
+                 "number": ConfigRecord({"blob": 3}), "above-1-MiB": ConfigRecord({"blob": b"\x03" + bytes(MAX_COMPACT_BYTES)})}
+    for name, record in malformed.items():
+        with pytest.raises(CodecError) as err:
+            decode_update(record, shapes)
+        assert err.value.reason == "bad-record", name
+        add(name, record, replica, download, refuse="a malformed download: bad-record: ")
+    (tmp_path / "manifest.json").write_text(json.dumps({"cases": cases}))
+    result = handler_check("inflated", str(tmp_path))
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stdout + result.stderr
 
 
 def test_handler_refuses_what_it_cannot_honour_with_one_line(tmp_path, jar):  # noqa: F811

@@ -2,10 +2,11 @@
 (partitions 0 and 1; the JVM node, built on protoc's lite output, holds partition 2):
 
 - The JVM client declares ``wire-versions: [1, 3]`` at the census, as the Python client does, so an
-  int8 run (DGC uploads in int8, top-k compressed downloads in int8) goes through: every round applies
-  the JVM node's update, which it wrote as a version-3 blob of int8 values, and after its first
-  download (a reset: it announces ``no-replica``) it decodes the v3 downloads and digest-checks them
-  (a mismatch would fail its round).
+  int8 run (DGC uploads in int8, top-k compressed downloads in int8, or in int4) goes through: every
+  round applies the JVM node's update, which it wrote as a version-3 blob of int8 values (in the
+  compact form, a ConfigRecord ``{blob: bytes}``), and after its first download (a reset: it announces
+  ``no-replica``) it decodes the v3 downloads, which the server sends in the compact form, and
+  digest-checks them (a mismatch would fail its round).
 - A node that speaks only version 1 is never sent v3: the same JVM client started with
   ``--node-config "... wire-versions=1"`` declares nothing, as a client before v3 did; the int8 run
   then stops at the census with one line naming that node, before any train message goes out.
@@ -71,8 +72,10 @@ def test_a_v3_run_stops_at_the_census_when_the_jvm_node_speaks_version_1_only(tm
     assert "fedgc: round" not in jvm_log, jvm_log[-2000:]  # no train message reached it
 
 
-def test_an_int8_run_applies_the_jvm_nodes_v3_updates_and_its_v3_downloads_decode(tmp_path, flower_app, jar):  # noqa: F811
-    scenario = int8_scenario(flower_app, 3, {"name": "topk", "density": 0.1, "value_dtype": "int8"})
+@pytest.mark.parametrize("downlink_dtype", ["int8", "int4"])
+def test_an_int8_run_applies_the_jvm_nodes_v3_updates_and_its_v3_downloads_decode(tmp_path, flower_app, jar,  # noqa: F811
+                                                                                   downlink_dtype):
+    scenario = int8_scenario(flower_app, 3, {"name": "topk", "density": 0.1, "value_dtype": downlink_dtype})
     result, out, log, jvm_log = deploy(tmp_path, flower_app, scenario)
     assert result.returncode == 0, log.read_text(errors="replace")[-4000:]
     summary, rows = results(out, log)

@@ -4,6 +4,7 @@ import fedgc.supernode.Array;
 import fedgc.supernode.ArrayRecord;
 import fedgc.supernode.ConfigRecord;
 import fedgc.supernode.Npy;
+import fedgc.supernode.Record;
 import fedgc.supernode.RecordDict;
 
 import fedgc.compress.Tensor;
@@ -24,8 +25,9 @@ import java.util.Map;
 /**
  * fedgc's downlink on the client ({@code docs/downlink.md}), split out of {@link FedgcHandler}: the
  * replica of the global model the node holds, the compressed differences applied to it (blob version
- * 1, or 3 for a download whose {@code downlink.value_dtype} is int8, int4 or sign: {@link Codec#fromRecord}
- * decodes both), and {@code model_digest}, equal to Python's bit for bit ({@code tests/vectors/downlink}).
+ * 1, or 3 for a download whose {@code downlink.value_dtype} is int8, int4 or sign; {@code model-delta}
+ * in either record form, the compact ConfigRecord or the ArrayRecord: {@link Codec#fromUpdateRecord}
+ * decodes them all), and {@code model_digest}, equal to Python's bit for bit ({@code tests/vectors/downlink}).
  */
 final class Downlink {
     private Downlink() {}
@@ -48,8 +50,9 @@ final class Downlink {
             if (!have.equals(config.get(FedgcHandler.BASE_DIGEST))) {
                 throw new FedgcHandler.Refused("replica " + have + " is not the download's base " + config.get(FedgcHandler.BASE_DIGEST));
             }
-            if (!(content.get(FedgcHandler.DELTA_KEY) instanceof ArrayRecord)) {
-                throw new FedgcHandler.Refused("'" + FedgcHandler.DELTA_KEY + "' is not an ArrayRecord");
+            Record delta = content.get(FedgcHandler.DELTA_KEY);
+            if (!(delta instanceof ArrayRecord) && !(delta instanceof ConfigRecord)) {
+                throw new FedgcHandler.Refused("'" + FedgcHandler.DELTA_KEY + "' is neither an ArrayRecord nor a ConfigRecord");
             }
             List<long[]> shapes = new ArrayList<>();
             for (Tensor t : st.replica.values()) {
@@ -57,7 +60,7 @@ final class Downlink {
             }
             List<Payload> payloads;
             try {
-                payloads = Codec.fromRecord(content.arrayRecord(FedgcHandler.DELTA_KEY), shapes);
+                payloads = Codec.fromUpdateRecord(delta, shapes); // either form, checked before the blob is read
             } catch (CodecException e) {
                 throw new FedgcHandler.Refused("a malformed download: " + e.getMessage());
             }
@@ -102,9 +105,17 @@ final class Downlink {
         return model;
     }
 
-    /** Whether the message holds a compressed download in blob version 3 (false for anything else, malformed included). */
+    /**
+     * Whether the message holds a compressed download in blob version 3, in either form (false for
+     * anything else, malformed included: {@link #apply} refuses it with the codec's reason).
+     */
     static boolean isV3(RecordDict content) {
-        if (!(content.get(FedgcHandler.DELTA_KEY) instanceof ArrayRecord)) {
+        Record delta = content.get(FedgcHandler.DELTA_KEY);
+        if (delta instanceof ConfigRecord) {
+            Object blob = ((ConfigRecord) delta).get(Codec.BLOB_KEY);
+            return blob instanceof byte[] && ((byte[]) blob).length > 0 && (((byte[]) blob)[0] & 0xff) == Codec.VERSION_V3;
+        }
+        if (!(delta instanceof ArrayRecord)) {
             return false;
         }
         Array array = content.arrayRecord(FedgcHandler.DELTA_KEY).get(Codec.UPDATE_KEY);

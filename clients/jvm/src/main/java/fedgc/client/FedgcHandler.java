@@ -1,6 +1,5 @@
 package fedgc.client;
 
-import fedgc.supernode.ArrayRecord;
 import fedgc.supernode.ConfigRecord;
 import fedgc.supernode.Log;
 import fedgc.supernode.Message;
@@ -8,6 +7,7 @@ import fedgc.supernode.MessageError;
 import fedgc.supernode.MessageHandler;
 import fedgc.supernode.MetricRecord;
 import fedgc.supernode.NodeContext;
+import fedgc.supernode.Record;
 import fedgc.supernode.RecordDict;
 
 import fedgc.compress.ClientCompression;
@@ -51,7 +51,9 @@ import java.util.TreeSet;
  *       pending update against {@code applied-rounds}; trains on {@code DATA_DIR/train.npz}; compresses
  *       Δ = w_received − w_trained at the round's {@code density}, its values as {@code c.value_dtype}
  *       says (fp32, fp16: blob version 1; int8, int4, sign: version 3); replies {@code update} and
- *       {@code metrics}.</li>
+ *       {@code metrics}, {@code update} in the form fedgc's Python client writes ({@link Codec#toUpdateRecord}:
+ *       a v3 blob of at most 1 MiB as the compact ConfigRecord {@code {blob: bytes}}, else the ArrayRecord;
+ *       a version-1-only node never writes v3, so never the compact form).</li>
  *   <li>{@code query.state} / {@code query.restore}: the whole state as ArrayRecords
  *       {@code jvm.memory}, {@code jvm.pending}, {@code jvm.replica}, and back.</li>
  * </ul>
@@ -255,7 +257,7 @@ public class FedgcHandler implements MessageHandler {
                 + e.getMessage());
         }
         byte[] blob = update.encode();
-        ArrayRecord updateRecord = Codec.toRecord(blob);
+        Record updateRecord = Codec.toUpdateRecord(blob); // a v3 blob up to 1 MiB in the compact form
         long t2 = System.nanoTime();
         produced(round, delta, update);
         st.memory.clear();

@@ -1,6 +1,7 @@
 package fedgc.compress;
 
 import fedgc.supernode.ArrayRecord;
+import fedgc.supernode.Record;
 
 import fedgc.wire.Codec;
 import fedgc.wire.Payload;
@@ -40,8 +41,13 @@ public final class CompressedUpdate {
         return Codec.encode(new ArrayList<>(payloads.values()), version(), null, 0);
     }
 
-    /** The reply's {@code update} record. */
+    /** The blob in the ArrayRecord form of an update record, whatever its version ({@link Codec#toRecord}). */
     public ArrayRecord toRecord() {
         return Codec.toRecord(encode());
+    }
+
+    /** The reply's {@code update} record, in the form fedgc's Python client writes ({@link Codec#toUpdateRecord}). */
+    public Record toUpdateRecord() {
+        return Codec.toUpdateRecord(encode());
     }
 }

@@ -4,7 +4,9 @@ import fedgc.supernode.Unsigned;
 
 import fedgc.supernode.Array;
 import fedgc.supernode.ArrayRecord;
+import fedgc.supernode.ConfigRecord;
 import fedgc.supernode.Npy;
+import fedgc.supernode.Record;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -18,12 +20,19 @@ import java.util.Map;
  * (version 1, or {@link #encode(List, int, String, long)} for either version),
  * {@link #decode} validates one (version 1 or 3) against the model's parameter shapes and throws
  * {@link CodecException} with the reason the Python codec gives for the same bytes: fields are read
- * and checked one at a time, the first failing check names the reason. In a Flower
- * message the blob is the 1-D uint8 {@code .npy} array {@code update} of the ArrayRecord
- * {@code update} ({@link #toRecord}, {@link #fromRecord}).
+ * and checked one at a time, the first failing check names the reason. In a Flower message the blob
+ * travels under the record key {@code update} (a reply) or {@code model-delta} (a download) in one of
+ * two forms (docs/wire-format.md, "Framing"): a v3 blob of at most {@link #MAX_COMPACT_BYTES} as the
+ * one bytes value {@code blob} of a ConfigRecord (the compact form), any other as the 1-D uint8
+ * {@code .npy} array {@code update} of an ArrayRecord ({@link #toUpdateRecord} picks;
+ * {@link #fromUpdateRecord} reads both).
  */
 public final class Codec {
     public static final String UPDATE_KEY = "update";
+    /** The one item of a compact update record (docs/wire-format.md, "The compact form (v3)"). */
+    public static final String BLOB_KEY = "blob";
+    /** The largest v3 blob sent in the compact form; a larger one travels in an ArrayRecord, which Flower chunks. */
+    public static final int MAX_COMPACT_BYTES = 1 << 20;
     public static final int VERSION = 1;
     /** Wire format v3 (docs/wire-format.md, "Format v3"); version byte 2 is never written. */
     public static final int VERSION_V3 = 3;
@@ -266,14 +275,92 @@ public final class Codec {
         }
     }
 
-    /** The reply's {@code update} ArrayRecord: one 1-D uint8 array holding the blob. */
+    /** The ArrayRecord form of an update record: one 1-D uint8 array {@code update} holding the blob. */
     public static ArrayRecord toRecord(byte[] blob) {
         ArrayRecord record = new ArrayRecord();
         record.put(UPDATE_KEY, Array.fromRaw("uint8", new long[] {blob.length}, blob));
         return record;
     }
 
+    /**
+     * The update record of {@code blob} in the form fedgc's {@code encode_update} picks: a blob of
+     * version 3 (its first byte) of at most {@link #MAX_COMPACT_BYTES} in the compact form, a
+     * {@link ConfigRecord} holding the blob as one bytes value under {@link #BLOB_KEY}; any other (version
+     * 1, or a larger v3 blob, which Flower chunks) in the ArrayRecord form ({@link #toRecord}).
+     */
+    public static Record toUpdateRecord(byte[] blob) {
+        if (blob.length > 0 && (blob[0] & 0xff) == VERSION_V3 && blob.length <= MAX_COMPACT_BYTES) {
+            ConfigRecord record = new ConfigRecord();
+            record.put(BLOB_KEY, blob);
+            return record;
+        }
+        return toRecord(blob);
+    }
+
     // ------------------------------------------------------------------------------------ decode
+
+    /**
+     * Validate and decode an update record in either form, whatever its blob's version: a
+     * {@link ConfigRecord} ({@link #compactBlob}) or an {@link ArrayRecord} ({@link #fromRecord});
+     * any other record is {@code bad-record}.
+     */
+    public static List<Payload> fromUpdateRecord(Record record, List<long[]> shapes) throws CodecException {
+        if (record instanceof ConfigRecord) {
+            return decode(compactBlob((ConfigRecord) record), shapes);
+        }
+        if (record instanceof ArrayRecord) {
+            return fromRecord((ArrayRecord) record, shapes);
+        }
+        throw new CodecException("bad-record", "expected an ArrayRecord or a ConfigRecord, got "
+            + (record == null ? "none" : record.getClass().getSimpleName()));
+    }
+
+    /**
+     * The blob of a compact update record: exactly one item, {@link #BLOB_KEY}, whose value is one bytes
+     * value of at most {@link #MAX_COMPACT_BYTES}; else {@code bad-record} (another key, a second item, a
+     * string, a list, a number), before any byte of the blob is read.
+     */
+    public static byte[] compactBlob(ConfigRecord record) throws CodecException {
+        if (record.size() != 1 || !record.containsKey(BLOB_KEY)) {
+            List<String> keys = new ArrayList<>();
+            for (String key : record.keySet()) {
+                if (keys.size() == 4) {
+                    break;
+                }
+                keys.add(key);
+            }
+            throw new CodecException("bad-record", "expected one bytes value '" + BLOB_KEY + "', got keys " + keys);
+        }
+        Object value = record.get(BLOB_KEY);
+        if (!(value instanceof byte[])) {
+            throw new CodecException("bad-record", "'" + BLOB_KEY + "' is " + typeName(value) + ", expected bytes");
+        }
+        byte[] blob = (byte[]) value;
+        if (blob.length > MAX_COMPACT_BYTES) {
+            throw new CodecException("bad-record", "a compact update of " + blob.length + " bytes > " + MAX_COMPACT_BYTES);
+        }
+        return blob;
+    }
+
+    /** A ConfigRecord value's type as Python names it (what fedgc's Python receiver says of it). */
+    private static String typeName(Object value) {
+        if (value instanceof String) {
+            return "str";
+        }
+        if (value instanceof List) {
+            return "list";
+        }
+        if (value instanceof Boolean) {
+            return "bool";
+        }
+        if (value instanceof Double || value instanceof Float) {
+            return "float";
+        }
+        if (value instanceof Number) {
+            return "int";
+        }
+        return value == null ? "NoneType" : value.getClass().getSimpleName();
+    }
 
     /** Validate and decode an {@code update} record against the model's parameter shapes (in order). */
     public static List<Payload> fromRecord(ArrayRecord record, List<long[]> shapes) throws CodecException {

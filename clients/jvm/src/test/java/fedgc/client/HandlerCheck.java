@@ -3,6 +3,7 @@ package fedgc.client;
 import fedgc.supernode.Array;
 import fedgc.supernode.ArrayRecord;
 import fedgc.supernode.ConfigRecord;
+import fedgc.supernode.Inflatable;
 import fedgc.supernode.Json;
 import fedgc.supernode.Message;
 import fedgc.supernode.Metadata;
@@ -30,7 +31,13 @@ import java.util.Map;
  * or 3, applied bit for bit; {@code refuse DATA_DIR}: messages the client must
  * refuse get a one-line error reply naming the reason; {@code wire DATA_DIR OUT}: the wire versions the
  * census answer declares (with and without {@code wire-versions=1}), an int8 round's update (written to
- * OUT for Python to decode), and what a version-1-only node refuses. Prints one line per failure; exit 1 if any.
+ * OUT for Python to decode), and what a version-1-only node refuses; {@code replies DATA_DIR OUT}: one
+ * round per value dtype (int8, int4, sign, fp32; fp32 again on a version-1-only node), each reply
+ * message deflated as the SuperNode pushes it (OUT/NAME/objects/ID, its root id in OUT/NAME/root) for
+ * Python to inflate and compare with what its ClientApp writes; {@code inflated DIR}: downloads Python
+ * deflated (DIR/objects/ID; DIR/manifest.json: {@code cases}, each a {@code root} message id, a
+ * {@code replica}, and {@code new_replica} or {@code refuse}, the text the refusal must hold),
+ * inflated by the SDK and applied to the replica. Prints one line per failure; exit 1 if any.
  */
 public final class HandlerCheck {
     private HandlerCheck() {}
@@ -55,6 +62,10 @@ public final class HandlerCheck {
             }
         } else if ("wire".equals(args[0])) {
             wire(new File(args[1]), new File(args[2]));
+        } else if ("replies".equals(args[0])) {
+            replies(new File(args[1]), new File(args[2]));
+        } else if ("inflated".equals(args[0])) {
+            inflated(new File(args[1]));
         } else {
             throw new IllegalArgumentException("unknown command " + args[0]);
         }
@@ -361,9 +372,15 @@ public final class HandlerCheck {
         Message int8 = handler.handle(train(with("c.value_dtype", "int8"), 2), both);
         check(int8.hasContent(), "an int8 round: " + int8);
         if (int8.hasContent()) {
-            byte[] blob = int8.content().arrayRecord("update").get(Codec.UPDATE_KEY).npy().raw;
-            check(blob.length > 0 && blob[0] == 3, "the int8 update is a version-3 blob");
-            Files.write(out.toPath(), blob);
+            // The compact form: a ConfigRecord holding the blob as its one bytes value 'blob'.
+            Object update = int8.content().get("update");
+            check(update instanceof ConfigRecord && ((ConfigRecord) update).keySet().equals(java.util.Collections.singleton("blob"))
+                && ((ConfigRecord) update).get("blob") instanceof byte[], "the int8 update is a compact record: " + update);
+            if (update instanceof ConfigRecord && ((ConfigRecord) update).get("blob") instanceof byte[]) {
+                byte[] blob = (byte[]) ((ConfigRecord) update).get("blob");
+                check(blob.length > 0 && blob[0] == 3, "the int8 update is a version-3 blob");
+                Files.write(out.toPath(), blob);
+            }
         }
         // A version-1-only node: int8 values and a v3 download refused in one line, before any work.
         Message refusedInt8 = new FedgcHandler().handle(train(with("c.value_dtype", "int8"), 2), one);
@@ -379,9 +396,94 @@ public final class HandlerCheck {
         check(refusedDownload.hasError() && refusedDownload.error().reason.contains(
             "a wire format version 3 download, and this node speaks version 1 only"),
             "a version-1 node refuses a v3 download: " + refusedDownload);
+        ConfigRecord compact = new ConfigRecord();
+        compact.put("blob", new byte[] {3});
+        download.content().put("model-delta", compact);
+        Message refusedCompact = new FedgcHandler().handle(download, one);
+        check(refusedCompact.hasError() && refusedCompact.error().reason.contains(
+            "a wire format version 3 download, and this node speaks version 1 only"),
+            "a version-1 node refuses a v3 download in the compact form: " + refusedCompact);
         Message fp32 = new FedgcHandler().handle(train(with("c.value_dtype", "fp32"), 2), one);
-        check(fp32.hasContent() && fp32.content().arrayRecord("update").get(Codec.UPDATE_KEY).npy().raw[0] == 1,
-            "a version-1 node trains an fp32 round: " + fp32);
+        check(fp32.hasContent() && fp32.content().get("update") instanceof ArrayRecord
+            && fp32.content().arrayRecord("update").get(Codec.UPDATE_KEY).npy().raw[0] == 1,
+            "a version-1 node trains an fp32 round, its update a version-1 blob in an ArrayRecord: " + fp32);
+    }
+
+    /** One round per case, each on its own node folder; each reply's objects written to OUT/NAME. */
+    static void replies(File dataDir, File out) throws Exception {
+        Object[][] cases = {{"int8", "int8", true}, {"int4", "int4", true}, {"sign", "sign", true},
+            {"fp32", "fp32", true}, {"fp32-v1-only", "fp32", false}};
+        for (Object[] c : cases) {
+            String name = (String) c[0];
+            Map<String, Object> nodeConfig = new LinkedHashMap<>();
+            nodeConfig.put("partition-id", 0L);
+            if (!(Boolean) c[2]) {
+                nodeConfig.put("wire-versions", 1L);
+            }
+            File node = new File(dataDir, name);
+            check(node.mkdir() || node.isDirectory(), "a folder for " + name);
+            Files.copy(new File(dataDir, "train.npz").toPath(), new File(node, "train.npz").toPath(),
+                java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+            NodeContext context = new NodeContext(1, 1, nodeConfig, new LinkedHashMap<String, Object>(), node);
+            Message reply = new FedgcHandler().handle(train(with("c.value_dtype", c[1]), 2), context);
+            check(reply.hasContent(), name + ": a reply with content: " + reply);
+            File folder = new File(out, name + "/objects");
+            check(folder.mkdirs() || folder.isDirectory(), "a folder for " + name + "'s objects");
+            Inflatable.Node root = Inflatable.deflate(reply);
+            for (Map.Entry<String, byte[]> e : root.objects().entrySet()) {
+                Files.write(new File(folder, e.getKey()).toPath(), e.getValue());
+            }
+            Files.write(new File(out, name + "/root").toPath(), root.id.getBytes(StandardCharsets.UTF_8));
+        }
+    }
+
+    /** Downloads Python deflated, inflated by the SDK and applied (or refused) as the handler does. */
+    @SuppressWarnings("unchecked")
+    static void inflated(File dir) throws Exception {
+        File objects = new File(dir, "objects");
+        for (Object c : (List<Object>) json(new File(dir, "manifest.json")).get("cases")) {
+            Map<String, Object> k = (Map<String, Object>) c;
+            String label = "case " + k.get("name");
+            String id = (String) k.get("root");
+            Message message = Inflatable.inflateMessage(id, readTree(objects, id, new LinkedHashMap<String, byte[]>()));
+            FedgcState state = new FedgcState();
+            state.replica = weights(k.get("replica"));
+            String before = FedgcHandler.digest(state.replica);
+            LinkedHashMap<String, Tensor> model;
+            try {
+                model = new FedgcHandler().download(message.content(), message.content().configRecord("config"), state);
+            } catch (FedgcHandler.Refused e) {
+                check(k.containsKey("refuse") && e.getMessage().contains((String) k.get("refuse")),
+                    label + ": refused with '" + e.getMessage() + "', expected " + (k.containsKey("refuse") ? "'" + k.get("refuse") + "'" : "no refusal"));
+                check(FedgcHandler.digest(state.replica).equals(before), label + ": a refused download changed the replica");
+                continue;
+            }
+            check(!k.containsKey("refuse"), label + ": not refused: " + k.get("refuse"));
+            if (k.containsKey("new_replica")) {
+                LinkedHashMap<String, Tensor> expected = weights(k.get("new_replica"));
+                for (Map.Entry<String, Tensor> e : expected.entrySet()) {
+                    Tensor t = model.get(e.getKey());
+                    boolean same = t != null && Arrays.equals(t.shape, e.getValue().shape);
+                    for (int i = 0; same && i < t.data.length; i++) {
+                        same = Float.floatToRawIntBits(t.data[i]) == Float.floatToRawIntBits(e.getValue().data[i]);
+                    }
+                    check(same, label + ": " + e.getKey() + " differs from Python's new replica");
+                }
+            }
+        }
+    }
+
+    /** The objects of the tree under {@code id} in DIR (DIR/ID each), every id verified. */
+    static Map<String, byte[]> readTree(File dir, String id, Map<String, byte[]> out) throws java.io.IOException {
+        if (out.containsKey(id)) {
+            return out;
+        }
+        byte[] content = Files.readAllBytes(new File(dir, id).toPath());
+        for (String child : Inflatable.verify(id, content).children) {
+            readTree(dir, child, out);
+        }
+        out.put(id, content);
+        return out;
     }
 
     static Message queryPartition() {

@@ -93,7 +93,8 @@ public final class MessageVectorCheck {
                     outcome = "refuse:" + code(detail);
                 } else {
                     RecordDict out = reply.content();
-                    boolean complete = out.get("update") instanceof ArrayRecord && out.get("metrics") instanceof MetricRecord
+                    boolean complete = (out.get("update") instanceof ArrayRecord || out.get("update") instanceof ConfigRecord)
+                        && out.get("metrics") instanceof MetricRecord
                         && out.metricRecord("metrics").get("num-examples") != null;
                     outcome = complete ? "reply" : "incomplete reply";
                     detail = complete ? "num-examples " + out.metricRecord("metrics").get("num-examples") : String.valueOf(out);
