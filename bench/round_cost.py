@@ -30,6 +30,7 @@ round. The split is ``bench/round_split.py``'s over the timed rounds.
     .venv/bin/python bench/round_cost.py [--workloads xdev_step,lstm_dp] [--rounds 3] [--device cpu|cuda]
     .venv/bin/python bench/round_cost.py --tiny      # a few clients a workload: the output's shape only
     .venv/bin/python bench/round_cost.py --write after   # also writes the table into docs/performance.md
+    .venv/bin/python bench/round_cost.py --workloads xdev_step --store-thread off   # the disk store unthreaded
 
 ``--write LABEL`` writes the figures as a table into ``docs/performance.md`` between the markers
 ``<!-- round_cost:LABEL:begin -->`` and ``<!-- round_cost:LABEL:end -->``, with the date, the commit
@@ -271,6 +272,25 @@ def scenario_clients(scenario) -> range:
     return range(policy.wanted(scenario.data.num_clients))
 
 
+class SynchronousStore:
+    """``--store-thread off``: the disk store called in the round's own thread, as the inline engine
+    called it before its I/O thread (``fedgc.flower.state.store_thread``): no read ahead, no write
+    behind. What the thread saves the round, and what running beside it costs the round's other work
+    (both threads share the interpreter lock), read side by side with a run of the default."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    def __getattr__(self, name: str):
+        return getattr(self.store, name)
+
+    def prefetch(self, client: int) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+
 def machine(device: str) -> dict:
     import torch
 
@@ -297,6 +317,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--tiny", action="store_true", help="a few clients per workload: checks the output only")
     parser.add_argument("--write", metavar="LABEL", default=None,
                         help="write the table into docs/performance.md under this label (e.g. before, after, cuda)")
+    parser.add_argument("--store-thread", choices=("on", "off"), default="on",
+                        help="off: the disk store's reads and writes in the round's own thread (SynchronousStore)")
     parser.add_argument("--doc", default=str(REPO / "docs" / "performance.md"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not 1 <= args.rounds <= 1000 or not 1 <= args.threads <= 256:
@@ -312,6 +334,10 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
 
     torch.set_num_threads(args.threads)
+    if args.store_thread == "off":
+        import fedgc.flower.runtime.inline_grid as inline_grid
+
+        inline_grid.ThreadedStore = SynchronousStore  # type: ignore[misc, assignment]  # this process's runs only
     result: dict = {}
     for name in names:
         figures = measure(name, args.rounds, args.device, args.tiny)
@@ -320,7 +346,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{figures['round_s']:.3f} s, bare training {figures['bare_s']:.3f} s, x{figures['round_over_bare']}, "
               f"{figures['overhead_ms_per_client']} ms a client-round beside training; start-up "
               f"{figures['startup_s']} s, first round {figures['first_round_s']} s", flush=True)
-    result["machine"] = machine(args.device)
+    result["machine"] = {**machine(args.device), "store_thread": args.store_thread}
     if args.write:
         from results_block import write_block
 
@@ -336,7 +362,8 @@ def table(result: dict, args: argparse.Namespace) -> str:
     where = f"GPU {m['gpu']}" if m["gpu"] else "no GPU"
     lines = [f"`bench/round_cost.py --rounds {args.rounds} --device {args.device}`, commit {m['commit']}, "
              f"{time.strftime('%Y-%m-%d')}, CPU kernel set {m['cpu_capability']}, {m['threads']} torch thread(s), "
-             f"{where}, torch {m['torch']}{' (--tiny)' if args.tiny else ''}:", "",
+             f"{where}, torch {m['torch']}{' (--tiny)' if args.tiny else ''}"
+             f"{', the disk store in the round thread (--store-thread off)' if args.store_thread == 'off' else ''}:", "",
              "| workload | clients a round | execution | round (s) | bare training (s) | round / bare "
              "| fedgc's own ms a client-round | start-up (s) | first round (s) |",
              "|---|---|---|---|---|---|---|---|---|"]

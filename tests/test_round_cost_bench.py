@@ -53,10 +53,34 @@ def test_round_cost_prints_one_entry_per_workload(mnist_root, shared_dir, tmp_pa
     assert all(f"| {name} | " in table for name in ("xdev_step", "xdev_epoch", "wide_1000", "lstm_dp", "quickstart"))
 
 
+def test_round_cost_runs_the_disk_store_in_the_round_thread_when_asked(mnist_root, shared_dir):
+    """``--store-thread off``: the same workload with the disk store called in the round's own thread (no
+    read ahead, no write behind), said in the machine entry, so its figures can be read beside the
+    default's; a run of it reads and writes every client's state as the threaded one does."""
+    import torch
+
+    import fedgc.flower.runtime.inline_grid as inline_grid
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import round_cost
+
+    saved, threads = inline_grid.ThreadedStore, torch.get_num_threads()
+    try:
+        result = round_cost.main(["--tiny", "--rounds", "1", "--workloads", "xdev_step", "--store-thread", "off"])
+        assert inline_grid.ThreadedStore is round_cost.SynchronousStore
+    finally:
+        inline_grid.ThreadedStore = saved
+        torch.set_num_threads(threads)
+        sys.path.remove(str(REPO / "bench"))
+    assert result["machine"]["store_thread"] == "off"
+    assert result["xdev_step"]["clients_per_round"] == 4 and result["xdev_step"]["split_s"]["state I/O"] > 0
+
+
 @pytest.mark.parametrize("argv, reason", [(["--workloads", "xdev_stpe"], "unknown workload"),
                                           (["--rounds", "0"], "--rounds must be"), (["--rounds", "-3"], "--rounds must be"),
                                           (["--threads", "0"], "--threads"), (["--device", "tpu"], "--device"),
-                                          (["--write", "../x y"], "--write")])
+                                          (["--write", "../x y"], "--write"),
+                                          (["--store-thread", "maybe"], "--store-thread")])
 def test_round_cost_refuses_bad_arguments_in_one_line(argv, reason):
     proc = subprocess.run([sys.executable, "bench/round_cost.py", *argv], cwd=REPO,
                           capture_output=True, text=True, timeout=120, check=False)
