@@ -45,7 +45,9 @@ top-k model-difference downloads at each ``--tta-densities`` value both ways, wi
 ``--tta-encodings`` value in both directions, one seed (``--tta-seed``), ``--jobs`` runs at a time,
 run folders kept under ``--tta-out`` (reused when finished). ``tta_3g_speedup`` is the dense run's
 simulated time to the scenario's target over the fastest compressed run's (``tta_3g_best`` names it).
-``--write`` writes what was measured into docs/results.md (``--results`` names another file): the 3G
+``--write`` writes what was measured into docs/results.md (``--results`` names another file): the codec
+figures (``<!-- wire-codec:begin -->``: bits per index and value, the blobs, encode + decode times; not
+with ``--tiny``, whose small tensors say nothing of them), the 3G
 table (``<!-- wire-tta3g:begin -->``) when ``--tta-3g`` ran, and the accuracy table
 (``<!-- wire-accuracy:begin -->``: the command that reproduces it, date, commit, CPU kernels, torch,
 scenario, overrides, rounds and seeds; per encoding and dense the final accuracy mean ± sample std, per
@@ -370,9 +372,9 @@ def reproducing_command(args: argparse.Namespace) -> str:
     for item in args.set_items:
         words += ["--set", shlex.quote(item)]
     words += ["--encodings", ",".join(args.encodings), "--seeds", ",".join(map(str, args.seeds))]
-    words += [*([] if args.dense else ["--no-dense"]), *(["--accuracy-out", "DIR"] if args.accuracy_out else []),
-              "--write"]
-    return "FEDGC_DATA_DIR=... " + " ".join(words)
+    words += [*([] if args.dense else ["--no-dense"]),
+              *(["--accuracy-out", shlex.quote(str(args.accuracy_out))] if args.accuracy_out else []), "--write"]
+    return " ".join(words)  # the data from $FEDGC_DATA_DIR, or its default (README, "Data")
 
 
 def dense_sets(accuracy: dict) -> str:
@@ -433,6 +435,46 @@ def accuracy_block(accuracy: dict, args: argparse.Namespace, commit: str, cpu: s
                      + ("" if f["gap_dense_pp"] is None else f", {f['gap_dense_pp']:+.2f} pp to dense")
                      + f"): it {reaches} {ISSUE_RATIO:,}×.")
     lines.append(ACCURACY_END)
+    return "\n".join(lines)
+
+
+CODEC_BEGIN, CODEC_END = "<!-- wire-codec:begin -->", "<!-- wire-codec:end -->"
+
+
+def codec_block(indices: dict, per_value: dict, sizes: dict, ms: dict, per_message: dict, n_update: int, kept: int,
+                repeats: int, commit: str, cpu: str, date: str) -> str:
+    """The ``--write`` codec block of docs/results.md (pure: from the codec section's figures)."""
+    dense = 1 + 2 + 4 * n_update
+    lines = [CODEC_BEGIN,
+             f"Written by `.venv/bin/python bench/wire.py --write ...` (any run with `--write` that measures the codec; "
+             f"{date}, main at {commit}, CPU kernels {cpu}). Bits per index of random sparse patterns, v1's varint "
+             "gaps against v3's Golomb–Rice block (the encoder's rule and the best parameter) and the floor "
+             "H(p)/p:", "",
+             "| density | v1 varint | v3 Rice (rule) | v3 Rice (best b) | floor |", "|---:|---:|---:|---:|---:|"]
+    for p, row in indices.items():
+        lines.append(f"| {p} | {row['v1']:.3f} | {row['v3']:.3f} | {row['v3_best_b']:.3f} | {row['floor']:.3f} |")
+    lines += ["", f"Bits per value of {kept:,} values (the largest of a Gaussian, as top-k keeps them), scales "
+              "included, per tensor | per block of 256, the codes' zeroth-order entropy, and the relative L2 error "
+              "of what the receiver decodes:", "",
+              "| values | bits | code entropy | rel. L2 error |", "|---|---|---|---|"]
+    for encoding, row in per_value.items():
+        a, b = row["block_0"], row["block_256"]
+        entropy = "—" if a["code_entropy"] is None else f"{a['code_entropy']:.2f} \\| {b['code_entropy']:.2f}"
+        lines.append(f"| {encoding} | {a['bits']:.2f} \\| {b['bits']:.2f} | {entropy} | "
+                     f"{a['rel_l2_error']:.2e} \\| {b['rel_l2_error']:.2e} |")
+    lines += ["", f"One update of {n_update:,} entries (one tensor, ResNet-50's size) at density 0.001 ({kept:,} kept): "
+              f"the blob, dense fp32 / blob, and encode + decode (median of {repeats} interleaved repeats; v3's values "
+              "quantized from fp32 inside the encode):", "",
+              "| blob | bytes | dense / blob | bits per kept entry | encode + decode (ms) | vs v1 fp32 |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for name, size in sizes.items():
+        lines.append(f"| {name} | {size:,} | {dense / size:,.1f}× | {8 * size / kept:.2f} | {ms[name]:.2f} | "
+                     f"{ms[name] / ms['v1_fp32']:.2f} |")
+    lines += ["", "Per message (median of interleaved repeats, ms):", "",
+              "| update | blob bytes | encode | decode |", "|---|---:|---:|---:|"]
+    for key, row in per_message.items():
+        lines.append(f"| {key} | {row['blob_bytes']:,} | {row['encode_ms']:.3f} | {row['decode_ms']:.3f} |")
+    lines.append(CODEC_END)
     return "\n".join(lines)
 
 
@@ -661,9 +703,14 @@ def main() -> None:
         print(f"\nbest encoding within {KEEPS_ACCURACY_PP} points of fp32 values{' and of dense' if args.dense else ''}: "
               f"{best[0]}, whole upload message {best[1]['ratio_at_density']:.1f}x smaller than dense fp32 at the "
               f"scenario's density, {best[1]['gap_pp']:+.2f} points to fp32{vs_dense}")
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], check=False, cwd=REPO,
+                           capture_output=True, text=True).stdout.strip()
+    if args.write and not args.tiny:
+        write_block(args.results, CODEC_BEGIN, CODEC_END,
+                    codec_block(indices, per_value, sizes, ms, per_message, n_update, k, repeats,
+                                f"{commit} + uncommitted changes" if dirty else commit,
+                                torch.backends.cpu.get_cpu_capability(), str(datetime.date.today())))
     if accuracy and args.write and len(args.seeds) >= MIN_SEEDS:
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], check=False, cwd=REPO,
-                               capture_output=True, text=True).stdout.strip()
         write_block(args.results, ACCURACY_BEGIN, ACCURACY_END,
                     accuracy_block(accuracy, args, f"{commit} + uncommitted changes" if dirty else commit,
                                    torch.backends.cpu.get_cpu_capability(), torch.__version__,

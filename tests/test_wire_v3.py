@@ -222,6 +222,19 @@ def test_bench_wire_runs_tiny_and_ends_with_one_json_object():
     assert all(row["encode_ms"] > 0 and row["decode_ms"] > 0 for row in figures["message_codec_ms"].values())
     assert "accuracy_gap_pp" not in figures and "tta_3g_speedup" not in figures
     assert figures["bits_per_index"]["0.001"]["v3"] < figures["bits_per_index"]["0.001"]["v1"]
+    # --write's codec block, from these figures: a row per density, value encoding, blob and message
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import wire
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    block = wire.codec_block(figures["bits_per_index"], figures["bits_per_value"], figures["blob_bytes"],
+                             figures["codec_ms"], figures["message_codec_ms"], figures["update_entries"],
+                             figures["kept"], 3, "abc1234", "AVX2", "2026-11-27")
+    assert block.startswith(wire.CODEC_BEGIN) and block.endswith(wire.CODEC_END) and "main at abc1234" in block
+    rows = [line for line in block.splitlines() if line.startswith("| ") and not line.startswith("| density")]
+    assert len(rows) == 2 + 5 + len(figures["blob_bytes"]) + 4 + 3  # with the three header rows after the first
+    assert f"| v3_sign | {figures['blob_bytes']['v3_sign']:,} |" in block
 
 
 def test_bench_wire_times_3g_runs_to_target_and_keeps_its_runs_in_folders(tmp_path):
