@@ -442,14 +442,15 @@ CODEC_BEGIN, CODEC_END = "<!-- wire-codec:begin -->", "<!-- wire-codec:end -->"
 
 
 def codec_block(indices: dict, per_value: dict, sizes: dict, ms: dict, per_message: dict, n_update: int, kept: int,
-                repeats: int, commit: str, cpu: str, date: str) -> str:
-    """The ``--write`` codec block of docs/results.md (pure: from the codec section's figures)."""
+                repeats: int, commit: str, cpu: str, date: str, command: str) -> str:
+    """The ``--write`` codec block of docs/results.md (pure: from the codec section's figures and the
+    command that measured them)."""
     dense = 1 + 2 + 4 * n_update
     lines = [CODEC_BEGIN,
-             f"Written by `.venv/bin/python bench/wire.py --write ...` (any run with `--write` that measures the codec; "
-             f"{date}, main at {commit}, CPU kernels {cpu}). Bits per index of random sparse patterns, v1's varint "
-             "gaps against v3's Golomb–Rice block (the encoder's rule and the best parameter) and the floor "
-             "H(p)/p:", "",
+             f"Written by `{command}` ({date}, main at {commit}, CPU kernels {cpu}; any run of the bench with "
+             "`--write` but `--tiny` measures the codec and writes this block). Bits per index of random sparse "
+             "patterns, v1's varint gaps against v3's Golomb–Rice block (the encoder's rule and the best "
+             "parameter) and the floor H(p)/p:", "",
              "| density | v1 varint | v3 Rice (rule) | v3 Rice (best b) | floor |", "|---:|---:|---:|---:|---:|"]
     for p, row in indices.items():
         lines.append(f"| {p} | {row['v1']:.3f} | {row['v3']:.3f} | {row['v3_best_b']:.3f} | {row['floor']:.3f} |")
@@ -709,7 +710,8 @@ def main() -> None:
         write_block(args.results, CODEC_BEGIN, CODEC_END,
                     codec_block(indices, per_value, sizes, ms, per_message, n_update, k, repeats,
                                 f"{commit} + uncommitted changes" if dirty else commit,
-                                torch.backends.cpu.get_cpu_capability(), str(datetime.date.today())))
+                                torch.backends.cpu.get_cpu_capability(), str(datetime.date.today()),
+                                " ".join([".venv/bin/python", "bench/wire.py", *map(shlex.quote, sys.argv[1:])])))
     if accuracy and args.write and len(args.seeds) >= MIN_SEEDS:
         write_block(args.results, ACCURACY_BEGIN, ACCURACY_END,
                     accuracy_block(accuracy, args, f"{commit} + uncommitted changes" if dirty else commit,

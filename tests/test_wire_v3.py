@@ -230,8 +230,9 @@ def test_bench_wire_runs_tiny_and_ends_with_one_json_object():
         sys.path.remove(str(REPO / "bench"))
     block = wire.codec_block(figures["bits_per_index"], figures["bits_per_value"], figures["blob_bytes"],
                              figures["codec_ms"], figures["message_codec_ms"], figures["update_entries"],
-                             figures["kept"], 3, "abc1234", "AVX2", "2026-11-27")
+                             figures["kept"], 3, "abc1234", "AVX2", "2026-11-27", ".venv/bin/python bench/wire.py --write")
     assert block.startswith(wire.CODEC_BEGIN) and block.endswith(wire.CODEC_END) and "main at abc1234" in block
+    assert "Written by `.venv/bin/python bench/wire.py --write` (2026-11-27" in block
     rows = [line for line in block.splitlines() if line.startswith("| ") and not line.startswith("| density")]
     assert len(rows) == 2 + 5 + len(figures["blob_bytes"]) + 4 + 3  # with the three header rows after the first
     assert f"| v3_sign | {figures['blob_bytes']['v3_sign']:,} |" in block
