@@ -12,9 +12,17 @@ With ``--write`` it also writes its table between the ``<!-- NAME-repro:begin --
 ``<!-- NAME-repro:end -->`` markers of ``docs/results.md`` (NAME = the scenario's name) and the
 accuracy curves to ``docs/img/NAME_accuracy.png``.
 
-Resumable: a run folder whose ``summary.json`` says it completed the requested rounds is reused
-(``--rerun`` runs it again), and one cut short (a ``checkpoint.pt``, and no ``summary.json`` or one
-that says ``stopped_reason: interrupted``) goes on from its last checkpoint (``fedgc run --resume``).
+Resumable: a run folder whose ``metrics.jsonl`` already reaches the requested rounds is reused
+(``--rerun`` runs it again), and one short of them with a ``checkpoint.pt`` (cut short: no
+``summary.json``, or one that says ``interrupted``; or completed at fewer rounds) goes on from its last
+checkpoint (``fedgc run --resume``). When ``--rounds`` differs from the folder's, the folder's
+``scenario.yaml`` is given the new ``rounds`` first (a resume may raise them, or lower them down to the
+last round the run wrote), so a bench can be run to a horizon and later extended. A run longer than
+the requested rounds is read up to them: its first rounds are those of a run of that length.
+With ``--block NAME`` the table goes between ``NAME-repro`` markers (and the plot to
+``docs/img/NAME_accuracy.png``), so one scenario can hold several blocks (an early-phase and a plateau
+comparison). The verdict on "DGC within 1 pp of dense" reads the *plateau* accuracy: the mean of each
+run's evaluations over the second half of its rounds, which a single evaluation's noise moves less.
 ``--partial`` runs nothing and reports the runs so far, up to their last evaluation (marked partial).
 
 Variants (all at the scenario's model, batch and learning rate; ``C`` = ``compression.clip_norm``,
@@ -43,6 +51,7 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -92,6 +101,7 @@ def variants(compression: dict, num_clients: int, dense_clip: bool, extra: bool)
 
 def summarize_run(rows: list[dict], summary: dict | None, rounds: int) -> dict:
     """One run's figures from its ``metrics.jsonl`` rows (and ``summary.json``; ``None``: partial)."""
+    rows = [r for r in rows if r["round"] <= rounds]  # a longer run's first ``rounds`` rounds are that run's
     evals = [(r["round"], r["accuracy"], r.get("loss")) for r in rows if r.get("accuracy") is not None]
     if not evals:
         raise ValueError("no evaluation yet")
@@ -110,6 +120,9 @@ def summarize_run(rows: list[dict], summary: dict | None, rounds: int) -> dict:
         "perplexity": math.exp(loss) if loss is not None and loss < 700 else float("inf"),
         "best_accuracy": max(a for _, a, _ in evals),
         "mean_last3_accuracy": sum(a for _, a, _ in evals[-3:]) / len(evals[-3:]),
+        # The mean of the evaluations over the second half of the rounds: the plateau, once there is one.
+        "plateau_accuracy": statistics.fmean(late) if (late := [a for rnd, a, _ in evals if rnd > rounds / 2])
+        else None,
         "early_accuracy": early[-1] if early else None,
         "ratio_after_warmup": sum(r["dense_bytes_up"] for r in steady) / max(1, sum(r["bytes_up"] for r in steady)),
         "ratio_on_wire": sum(r["dense_bytes_up"] for r in rows) / max(1, sum(r["bytes_up"] for r in rows)),
@@ -139,7 +152,7 @@ def mean_std(values: list[float]) -> tuple[float | None, float | None]:
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-STAT_KEYS = ("final_accuracy", "final_loss", "perplexity", "mean_last3_accuracy", "early_accuracy",
+STAT_KEYS = ("final_accuracy", "final_loss", "perplexity", "mean_last3_accuracy", "plateau_accuracy", "early_accuracy",
              "early_train_loss", "late_train_loss",
              "ratio_after_warmup", "ratio_on_wire", "upload_bytes_per_message_after_warmup", "max_train_loss",
              "clipped_share", "wall_time_s")
@@ -170,13 +183,35 @@ def read_summary(run_dir: Path) -> dict | None:
     return summary if isinstance(summary, dict) else None
 
 
+def set_rounds(run_dir: Path, rounds: int) -> bool:
+    """Give the run folder's ``scenario.yaml`` ``rounds`` (its one top-level ``rounds:`` line, the rest
+    untouched); False when the file does not have exactly one such line."""
+    from fedgc.bounded import read_text, write_whole
+
+    path = run_dir / "scenario.yaml"
+    try:
+        text = read_text(path, "the run's scenario.yaml", 1_000_000)
+    except (OSError, ValueError):
+        return False
+    new, count = re.subn(r"(?m)^rounds: *\d+ *$", f"rounds: {rounds}", text)
+    if count != 1:
+        return False
+    if new != text:
+        write_whole(path, new)
+    return True
+
+
 def run_one(scenario: Path, run_dir: Path, sets: list[str], rounds: int, rerun: bool, partial: bool) -> dict | None:
-    done = (read_summary(run_dir) or {}).get("rounds") == rounds
+    from fedgc.core.checkpoint import last_round_written
+
+    done = (read_summary(run_dir) or {}).get("rounds") == rounds or (last_round_written(run_dir) or 0) >= rounds
     if (not done and not partial) or (rerun and not partial):
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         stopped = (read_summary(run_dir) or {}).get("stopped_reason")
-        if not rerun and (run_dir / "checkpoint.pt").is_file() and stopped in (None, "interrupted"):
-            # A run cut short (the bench stopped, the machine went away): go on from its last checkpoint.
+        if (not rerun and (run_dir / "checkpoint.pt").is_file() and stopped in (None, "interrupted", "completed")
+                and set_rounds(run_dir, rounds)):
+            # A run cut short (the bench stopped, the machine went away), or one completed at fewer rounds:
+            # go on from its last checkpoint to the requested rounds.
             cmd = [sys.executable, "-m", "fedgc.cli.run", "--resume", str(run_dir), "--quiet"]
         else:
             cmd = [sys.executable, "-m", "fedgc.cli.run", str(scenario), "--out", str(run_dir), "--overwrite", "--quiet"]
@@ -233,7 +268,8 @@ def render(results: dict[str, dict], scenario: dict, sets: dict[str, list[str]],
         (
             "Mean ± sample std over the seeds (n = seeds). *acc.*: next-sample accuracy after the last round; "
             "*loss*: mean test cross-entropy (nats); *ppl*: exp(loss), the paper's perplexity (here per character); "
-            f"*last 3*: mean of the last three evaluations; *early*: accuracy at round {early_round}; ratio: dense fp32 "
+            f"*last 3*: mean of the last three evaluations; *plateau*: mean of the evaluations over the second half "
+            f"of the rounds (after round {scenario['rounds'] // 2}); *early*: accuracy at round {early_round}; ratio: dense fp32 "
             "reply bytes / actual reply bytes on the wire (Flower messages), after the warm-up; *clipped*: share of "
             "worker updates the server clipped (dense baseline only; DGC clips on the worker and does not report it); "
             "*train loss first / last 10%*: the workers' mean training loss over the first and the last tenth of the "
@@ -241,19 +277,22 @@ def render(results: dict[str, dict], scenario: dict, sets: dict[str, list[str]],
             "*max train loss*: the largest round train loss after the first tenth (a spike marks an explosion)."
         ),
         "",
-        "| variant | n | acc. % | Δ acc. vs dense (pp) | loss | ppl | last 3 % | early % | ratio after warm-up | "
-        "B per upload after warm-up | train loss first 10% | train loss last 10% | max train loss | clipped | "
-        "wall s per run | paper's claim |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| variant | n | acc. % | Δ acc. vs dense (pp) | loss | ppl | last 3 % | plateau % | Δ plateau vs dense (pp) | "
+        "early % | ratio after warm-up | B per upload after warm-up | train loss first 10% | train loss last 10% | "
+        "max train loss | clipped | wall s per run | paper's claim |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results.items():
         n = r["n"]
         delta = "–" if dense is None else f"{100 * (r['final_accuracy'] - dense['final_accuracy']):+.2f}"
+        plateau_delta = ("–" if dense is None or r["plateau_accuracy"] is None or dense["plateau_accuracy"] is None
+                         else f"{100 * (r['plateau_accuracy'] - dense['plateau_accuracy']):+.2f}")
         shown = f"`{name}`" + (f" (partial: {r['rounds']} rounds)" if r["partial"] else "")
         lines.append(
             f"| {shown} | {n} | {fmt(r['final_accuracy'], r['final_accuracy_std'], n, 100)} | {delta} | "
             f"{fmt(r['final_loss'], r['final_loss_std'], n, 1, 3)} | {fmt(r['perplexity'], r['perplexity_std'], n)} | "
             f"{fmt(r['mean_last3_accuracy'], r['mean_last3_accuracy_std'], n, 100)} | "
+            f"{fmt(r['plateau_accuracy'], r['plateau_accuracy_std'], n, 100)} | {plateau_delta} | "
             f"{fmt(r['early_accuracy'], r['early_accuracy_std'], n, 100)} | "
             f"{fmt(r['ratio_after_warmup'], r['ratio_after_warmup_std'], 1, 1, 1)}× | "
             f"{r['upload_bytes_per_message_after_warmup']:,.0f} | "
@@ -262,6 +301,9 @@ def render(results: dict[str, dict], scenario: dict, sets: dict[str, list[str]],
             f"{fmt(r['max_train_loss'], r['max_train_loss_std'], n, 1, 2)} | {100 * r['clipped_share']:.1f}% | "
             f"{fmt(r['wall_time_s'], r['wall_time_s_std'], n, 1, 0)} | {PAPER.get(name, '')} |"
         )
+    verdict = figures(results, c["density"]).get("verdict")
+    if verdict:
+        lines += ["", verdict]
     lines += ["", "Overrides per variant (`--set`, on top of " + (" ".join(f"`{s}`" for s in base_sets) or "nothing")
               + " and `seed=S`):", ""]
     for name in results:
@@ -321,8 +363,9 @@ def _strict(value):
     return value
 
 
-def figures(results: dict[str, dict]) -> dict:
-    """The last line's JSON: per-variant means and stds (no curves)."""
+def figures(results: dict[str, dict], density: float | None = None) -> dict:
+    """The last line's JSON: per-variant means and stds (no curves), and the verdict on DGC against dense
+    (``density``: DGC's, for the verdict's words)."""
     out: dict = {}
     for name, r in results.items():
         out[name] = {k: r[k] for k in ("n", "seeds", "rounds", "partial")}
@@ -330,10 +373,23 @@ def figures(results: dict[str, dict]) -> dict:
             out[name][key] = r[key]
             out[name][f"{key}_std"] = r[f"{key}_std"]
     out = _strict(out)  # strict JSON: NaN and infinities become null
-    if "dense" in results and "dgc" in results:
-        d = 100 * (results["dgc"]["final_accuracy"] - results["dense"]["final_accuracy"])
-        out["dgc_minus_dense_pp"] = d
-        out["dgc_within_1pp"] = d >= -1.0
+    dense, dgc = results.get("dense"), results.get("dgc")
+    if dense and dgc:
+        final = 100 * (dgc["final_accuracy"] - dense["final_accuracy"])
+        out["dgc_minus_dense_pp"] = final
+        if dgc["plateau_accuracy"] is not None and dense["plateau_accuracy"] is not None:
+            d = 100 * (dgc["plateau_accuracy"] - dense["plateau_accuracy"])
+            out["dgc_minus_dense_plateau_pp"] = d
+            out["dgc_within_1pp"] = d >= -1.0
+            n = min(dgc["n"], dense["n"])
+            out["verdict"] = (
+                ("(partial runs: no verdict yet) " if dgc["partial"] or dense["partial"] else "")
+                + "**DGC within 1 pp of dense"
+                + (f" at {100 * (1 - density):.1f}% sparsity" if density is not None else "") + ": "
+                f"{'yes' if d >= -1.0 else 'no'}** — plateau accuracy (mean of each run's evaluations over the "
+                f"second half of the rounds, then over n = {n} seeds) {100 * dgc['plateau_accuracy']:.2f} % for DGC "
+                f"against {100 * dense['plateau_accuracy']:.2f} % for dense: {d:+.2f} pp (at the last evaluation "
+                f"alone: {final:+.2f} pp).")
     return out
 
 
@@ -353,6 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partial", action="store_true", help="run nothing; report the runs so far")
     parser.add_argument("--write", action="store_true", help="write the block into --results and the plot")
     parser.add_argument("--results", default=str(REPO / "docs" / "results.md"))
+    parser.add_argument("--block", help="the block's name in --results and the plot's (default: the scenario's name)")
     args = parser.parse_args(argv)
 
     from fedgc.scenario.model import load_tree, parse_override, set_dotted, validate
@@ -368,6 +425,9 @@ def main(argv: list[str] | None = None) -> int:
         set_dotted(tree, *parse_override(s))
     scenario = validate(tree).model_dump(mode="json")  # defaults filled in
     name = scenario["name"]
+    block = args.block or name
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", block):
+        parser.error(f"--block {block!r}: 1 to 64 letters, digits, _ and -")
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [scenario["seed"]]
     out = Path(args.out or REPO / "runs" / f"bench-{name}")
     dense_clip = args.dense_clip == "on" or (args.dense_clip == "auto" and scenario["compression"]["clip_norm"])
@@ -388,13 +448,13 @@ def main(argv: list[str] | None = None) -> int:
                 per_run[v][seed] = r
     results = {v: aggregate(runs) for v, runs in per_run.items() if runs}
     if args.write:
-        begin, end = f"<!-- {name}-repro:begin -->", f"<!-- {name}-repro:end -->"
+        begin, end = f"<!-- {block}-repro:begin -->", f"<!-- {block}-repro:end -->"
         results_path = Path(args.results)
-        plot_rel = f"img/{name}_accuracy.png"
+        plot_rel = f"img/{block}_accuracy.png"
         write_plot(results, per_run, results_path.parent / plot_rel,
                    f"{scenario['model']['name']} / {scenario['data']['dataset']}: dense vs DGC, {len(seeds)} seeds")
         write_block(results_path, begin, end, render(results, scenario, todo, base_sets, begin, end, plot_rel))
-    print(json.dumps(figures(results), allow_nan=False))
+    print(json.dumps(figures(results, scenario["compression"]["density"]), allow_nan=False))
     return 0
 
 

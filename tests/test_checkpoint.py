@@ -279,6 +279,42 @@ def test_raising_rounds_extends_a_run_like_a_run_started_with_more_rounds(tmp_pa
     assert all(torch.equal(final[k], extended[k]) for k in final)
 
 
+@pytest.mark.parametrize(("lowered_to", "refused"), [
+    (5, None),  # down to the last round written: the run ends there
+    (6, None),
+    (4, "rounds: lowered from 8 to 4"),  # would delete round 5, written after the checkpoint
+    (2, "rounds: lowered from 8 to 2"),  # below the checkpoint's round 3
+])
+def test_lowering_rounds_of_a_stopped_run_ends_it_like_a_run_started_with_fewer_rounds(
+        tmp_path, tiny_scenario, capsys, lowered_to, refused):
+    """An 8-round run stopped after round 5 (its checkpoint at round 3) may be given fewer rounds, never
+    fewer than it has written: it then ends as a run started with them would; a refusal changes nothing."""
+    stopped, _ = _completed_run(tmp_path, tiny_scenario, rounds=5, every=3)
+    # What an 8-round run killed after round 5 leaves: rounds is not in the fingerprint, so only the
+    # checkpoint's record of it and scenario.yaml say 8; a killed run has no summary.json or model.pt.
+    _rewrite_checkpoint(stopped, lambda p: p["scenario"].update(rounds=8))
+    _edit_scenario(stopped, rounds=8)
+    for name in ("summary.json", "model.pt"):
+        (stopped / name).unlink()
+    _edit_scenario(stopped, rounds=lowered_to)
+    before = {p.name: p.read_bytes() for p in stopped.iterdir() if p.is_file()}
+    capsys.readouterr()
+    code = run_cli("--resume", str(stopped))
+    err = capsys.readouterr().err
+    if refused:
+        assert code == 2 and err.startswith("error: ") and err.count("\n") == 1 and refused in err, err
+        assert {p.name: p.read_bytes() for p in stopped.iterdir() if p.is_file()} == before
+        return
+    assert code == 0, err
+    fresh = tmp_path / "fresh"
+    tree = yaml.safe_load((stopped / "scenario.yaml").read_text())
+    assert run_cli(str(write(tmp_path / "fresh.yaml", tree)), "--out", str(fresh)) == 0
+    assert (stopped / "metrics.jsonl").read_bytes() == (fresh / "metrics.jsonl").read_bytes()
+    assert json.loads((stopped / "summary.json").read_text())["rounds"] == lowered_to
+    final, ended = torch.load(fresh / "model.pt"), torch.load(stopped / "model.pt")
+    assert all(torch.equal(final[k], ended[k]) for k in final)
+
+
 def _rewrite_checkpoint(run_dir: Path, edit) -> None:
     """Edit the checkpoint as a forger would: with a digest header that matches the edited bytes (so the
     checks behind the digest are what refuses it)."""
@@ -417,3 +453,26 @@ def test_a_checkpoint_holding_a_code_running_object_is_refused_and_the_code_does
 
     read_file(out / CHECKPOINT, weights_only=False)
     assert marker.read_text() == "ran"
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (None, 0),  # no metrics.jsonl
+    (b"", 0),
+    (b'{"round": 1}\n{"round": 2}\n', 2),
+    (b'{"round": 1}\n{"round": 2}\n{"rou', 2),  # a row torn by a kill is not counted
+    (b'{"round": 1}\n{"rou\n', None),  # an unreadable whole row: unknown, so rounds may not be lowered
+    (b'{"round": 1}\n[7]\n', None),
+    (b'{"round": -3}\n', None),
+    (b'{"round": true}\n', None),
+    (b"\n" * (300 * 1024), None),  # nothing but blank lines in the tail it reads
+    ("fifo", None),  # read without blocking, and refused
+])
+def test_the_last_round_written_is_read_from_the_tail_of_metrics_and_unknown_when_unreadable(tmp_path, content,
+                                                                                           expected):
+    from fedgc.core.checkpoint import last_round_written
+
+    if content == "fifo":
+        os.mkfifo(tmp_path / "metrics.jsonl")
+    elif content is not None:
+        (tmp_path / "metrics.jsonl").write_bytes(content)
+    assert last_round_written(tmp_path) == expected

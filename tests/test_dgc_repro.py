@@ -131,12 +131,53 @@ def test_a_run_cut_short_goes_on_from_its_checkpoint_and_a_finished_one_is_kept(
     metrics = (run_dir / "metrics.jsonl").read_bytes()
     summary = json.loads((run_dir / "summary.json").read_text())
     (run_dir / "summary.json").write_text(json.dumps({**summary, "rounds": 2, "stopped_reason": "interrupted"}))
+    (run_dir / "metrics.jsonl").write_bytes(b"".join(metrics.splitlines(keepends=True)[:2]))  # stopped after round 2
     assert repro.run_one(scenario, run_dir, [], 3, False, False)["rounds"] == 3
     assert commands[-1][-3:] == ["--resume", str(run_dir), "--quiet"]
     assert json.loads((run_dir / "summary.json").read_text())["stopped_reason"] == "completed"
     assert (run_dir / "metrics.jsonl").read_bytes() == metrics  # the resumed rounds are the same rounds
     repro.run_one(scenario, run_dir, [], 3, False, False)
     assert len(commands) == 2  # finished: nothing run again
+
+
+def test_a_bench_run_to_a_horizon_is_extended_and_read_at_a_shorter_one(repro, tmp_path, monkeypatch):
+    """``--rounds`` raised after a bench finished extends its runs from their checkpoints (the folder's
+    scenario.yaml given the new rounds) to the rows of a run started with them; a shorter horizon reads
+    a longer run's first rounds and runs nothing."""
+    import yaml
+
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(yaml.safe_dump({**TINY, "rounds": 5}))
+    longer = tmp_path / "longer"
+    assert repro.run_one(scenario, longer, [], 5, False, False)["rounds"] == 5
+    run_dir = tmp_path / "seed3" / "dgc"
+    assert repro.run_one(scenario, run_dir, ["rounds=3"], 3, False, False)["rounds"] == 3
+    commands: list[list[str]] = []
+    real_run = repro.subprocess.run
+    monkeypatch.setattr(repro.subprocess, "run", lambda cmd, **kw: commands.append(cmd) or real_run(cmd, **kw))
+    extended = repro.run_one(scenario, run_dir, ["rounds=5"], 5, False, False)
+    assert commands[-1][-3:] == ["--resume", str(run_dir), "--quiet"] and extended["rounds"] == 5
+    assert "rounds: 5\n" in (run_dir / "scenario.yaml").read_text()
+    assert (run_dir / "metrics.jsonl").read_bytes() == (longer / "metrics.jsonl").read_bytes()
+    shorter = repro.run_one(scenario, run_dir, ["rounds=4"], 4, False, False)
+    assert len(commands) == 1, "the run already reaches round 4: nothing is run"
+    assert shorter["rounds"] == 4 and not shorter["partial"]
+    assert shorter["accuracy_curve"] == extended["accuracy_curve"][:4]
+
+
+def test_the_verdict_reads_the_plateau_not_one_evaluation(repro):
+    """The second half's evaluations decide "within 1 pp": a last evaluation 3 points down on a plateau
+    level with dense's is noise, not a gap."""
+    dense = repro.summarize_run(_rows(20, {5: 0.2, 10: 0.44, 15: 0.45, 20: 0.46}, dense=True), {"wall_time_s": 1.0}, 20)
+    dgc = repro.summarize_run(_rows(20, {5: 0.1, 10: 0.40, 15: 0.47, 20: 0.43}, dense=False), {"wall_time_s": 1.0}, 20)
+    assert dgc["plateau_accuracy"] == pytest.approx(0.45)  # rounds 15 and 20: after round 10 of 20
+    fig = repro.figures({"dense": repro.aggregate({0: dense}), "dgc": repro.aggregate({0: dgc})}, density=0.001)
+    assert fig["dgc_minus_dense_pp"] == pytest.approx(-3.0)
+    assert fig["dgc_minus_dense_plateau_pp"] == pytest.approx(-0.5) and fig["dgc_within_1pp"] is True
+    assert fig["verdict"].startswith("**DGC within 1 pp of dense at 99.9% sparsity: yes**")
+    worse = repro.summarize_run(_rows(20, {15: 0.43, 20: 0.44}, dense=False), {"wall_time_s": 1.0}, 20)
+    fig = repro.figures({"dense": repro.aggregate({0: dense}), "dgc": repro.aggregate({0: worse})}, density=0.001)
+    assert fig["dgc_within_1pp"] is False and ": no**" in fig["verdict"]
 
 
 def test_a_summary_that_is_no_json_object_is_read_as_none(repro, tmp_path):

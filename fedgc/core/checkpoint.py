@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
+import stat
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -51,6 +53,7 @@ FORMAT_VERSION = 4
 READABLE_FORMATS = (3, 4)
 MAGIC = b"fedgc-checkpoint 4 "
 HEADER_BYTES = len(MAGIC) + 64 + 1  # magic, hex digest, newline
+TAIL_BYTES = 256 * 1024  # what last_round_written reads of metrics.jsonl: many of its longest rows
 
 
 class _Offset(io.RawIOBase):
@@ -206,12 +209,43 @@ def resumable(run_dir: Path, scenario: Scenario) -> dict[str, Any]:
     from fedgc.core.resume_check import refusal
 
     state, saved_scenario = load(run_dir)
-    refused = refusal(saved_scenario, scenario, state["run"]["round"])
+    refused = refusal(saved_scenario, scenario, state["run"]["round"], last_round_written(run_dir))
     if refused is None and state["run"]["round"] > scenario.rounds:
         refused = f"its round {state['run']['round']} is past the scenario's {scenario.rounds} rounds"
     if refused is not None:
         raise CheckpointError(f"--resume {run_dir}: {refused}")
     return state
+
+
+def last_round_written(run_dir: Path) -> int | None:
+    """The ``round`` of the last row of ``run_dir``'s ``metrics.jsonl`` (rows the run wrote, a stopped
+    run's rows past its checkpoint included; a torn last row, with no newline, is not counted), 0 for no
+    file or no row; None when the file's last row cannot be read (a resume then may not lower ``rounds``).
+    Reads at most the file's last 256 KiB."""
+    path = run_dir / "metrics.jsonl"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))  # a FIFO does not block
+    except FileNotFoundError:
+        return 0
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - TAIL_BYTES))
+        tail = f.read(TAIL_BYTES)
+    if not tail.endswith(b"\n"):
+        tail = tail[:tail.rfind(b"\n") + 1]  # a row torn by a kill was never written whole: not counted
+    lines = [line for line in tail.splitlines() if line.strip()]
+    if not lines:
+        return 0 if size == 0 or size <= TAIL_BYTES else None
+    try:
+        last = json.loads(lines[-1])
+    except ValueError:
+        return None
+    value = last.get("round") if isinstance(last, dict) else None
+    return value if type(value) is int and value >= 0 else None
 
 
 def model_mismatch(weights: object, shapes: dict[str, tuple[int, ...]]) -> str | None:

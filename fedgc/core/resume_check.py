@@ -7,7 +7,9 @@ was built from the old values, so the run would silently not be what its ``scena
 
 Allowed changes (``RESUMABLE``): ``rounds`` may be raised, which extends the run (a completed run
 continues from its last checkpoint to the new last round, and its metrics are those of a run started
-with the new ``rounds``); lowering it is refused. ``checkpoint_every`` and ``eval.target_accuracy``
+with the new ``rounds``). It may be lowered only down to the last round the run has written (its
+checkpoint's, or a later row of ``metrics.jsonl``): a stopped run then ends sooner, as a run started
+with the new ``rounds``, and no written round is ever deleted. ``checkpoint_every`` and ``eval.target_accuracy``
 may change: they decide only when checkpoints are written and how the summary reads the accuracy.
 """
 
@@ -64,8 +66,10 @@ def in_todays_form(fields: dict[str, object]) -> dict[str, object] | None:
         return None
 
 
-def refusal(record: dict[str, Any], scenario: Scenario, checkpoint_round: int) -> str | None:
-    """Why ``scenario`` cannot resume from a checkpoint written with ``record``, or None when it can."""
+def refusal(record: dict[str, Any], scenario: Scenario, checkpoint_round: int,
+            last_round: int | None = None) -> str | None:
+    """Why ``scenario`` cannot resume from a checkpoint written with ``record``, or None when it can.
+    ``last_round``: the last round the run folder's ``metrics.jsonl`` holds (None: unknown)."""
     now = scenario_record(scenario)
     fields = record.get("fields")
     saved: dict[str, object] = fields if isinstance(fields, dict) else {}
@@ -78,7 +82,12 @@ def refusal(record: dict[str, Any], scenario: Scenario, checkpoint_round: int) -
         return (f"scenario.yaml differs from the scenario of the checkpoint in {names}; a resume may only "
                 f"change {', '.join(RESUMABLE)} (start a new run to change anything else)")
     saved_rounds = record.get("rounds")
-    if not isinstance(saved_rounds, int) or scenario.rounds < saved_rounds:
-        return (f"rounds: lowered from {saved_rounds} to {scenario.rounds}; a resume may raise rounds "
-                f"(extending the run) but not lower it (the checkpoint is at round {checkpoint_round})")
+    if not isinstance(saved_rounds, int):
+        return "rounds: the checkpoint does not say how many rounds its run had"
+    floor = max(checkpoint_round, last_round) if last_round is not None else saved_rounds
+    if scenario.rounds < min(saved_rounds, floor):
+        return (f"rounds: lowered from {saved_rounds} to {scenario.rounds}; a resume may raise rounds (extending "
+                f"the run) or lower them only down to the last round it wrote (the checkpoint is at round "
+                f"{checkpoint_round}, metrics.jsonl " + (f"at round {last_round})" if last_round is not None
+                                                         else "unreadable)"))
     return None
