@@ -15,7 +15,11 @@ Workloads (``--workloads``, default all):
   disk client-state store, ``lte`` links), one local step of batch 10;
 - ``xdev_epoch``: the same with one local epoch (batch 10) per client;
 - ``wide_1000``: 1,000 clients a round of the same population, one local step;
-- ``lstm_dp``: the data-parallel ``scenarios/dgc_shakespeare.yaml`` round (4 clients, ``char_lstm``);
+- ``lstm_dp``: the data-parallel ``scenarios/dgc_shakespeare.yaml`` round (4 clients, ``char_lstm``),
+  after DGC's warm-up (``compression.warmup_rounds=0``: every timed round at density 0.001, as nearly
+  every round of a long run is);
+- ``lstm_dp_warmup``: the same round in DGC's warm-up (the scenario's 20 warm-up rounds: the timed
+  rounds at densities 25% .. 0.4%, with ``--rounds`` up to 18);
 - ``quickstart``: ``scenarios/quickstart.yaml`` (digits, 5 of 10 clients a round, 10 local steps).
 
 A round's time is the interval between two consecutive rounds' ends (the run's observer), over
@@ -37,8 +41,9 @@ round. The split is ``bench/round_split.py``'s over the timed rounds.
 (and whether ``fedgc/`` or ``bench/`` differ from it) and the machine (torch's CPU kernel set, the GPU).
 
 The last line printed is one JSON object: one entry per workload, each with ``round_s``, ``bare_s``,
-``round_over_bare``, ``overhead_ms_per_client``, ``startup_s``, ``first_round_s``, ``clients_per_round``, ``execution``
-and ``split_s``; and ``machine`` (torch's CPU kernel set, the device, the commit).
+``round_over_bare``, ``overhead_ms_per_client``, ``startup_s``, ``first_round_s``, ``clients_per_round``, ``execution``,
+``split_s`` and ``density`` (the timed rounds' lowest and highest upload density); and ``machine``
+(torch's CPU kernel set, the device, the commit).
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("FEDGC_SHARED_DIR", REPO.parent / "shared"))
-WORKLOADS = ("xdev_step", "xdev_epoch", "wide_1000", "lstm_dp", "quickstart")
+WORKLOADS = ("xdev_step", "xdev_epoch", "wide_1000", "lstm_dp", "lstm_dp_warmup", "quickstart")
 
 
 def population_tree(population: int, per_round: int, rounds: int, *, epochs: bool = False) -> dict:
@@ -82,9 +87,15 @@ def scenario_tree(name: str, rounds: int, tiny: bool) -> dict:
     elif name == "wide_1000":
         tree = population_tree(population if tiny else wide, wide, rounds)
     else:
-        tree = yaml.safe_load((REPO / "scenarios" / f"{'dgc_shakespeare' if name == 'lstm_dp' else name}.yaml").read_text())
-        if name == "lstm_dp":
+        lstm = name.startswith("lstm_dp")
+        tree = yaml.safe_load((REPO / "scenarios" / f"{'dgc_shakespeare' if lstm else name}.yaml").read_text())
+        if lstm:
             tree["data"]["root"] = str(SHARED / "data" / "leaf-shakespeare")
+            # The rounds a long run is made of: at the scenario's density (0.001), not the warm-up's
+            # 25% .. 0.4%, whose larger updates cost more to select, send and apply (the plateau run:
+            # 1,300 warm-up rounds of 8,000 or more).
+            if name == "lstm_dp":
+                tree["compression"]["warmup_rounds"] = 0
         tree["rounds"] = rounds
         tree.setdefault("eval", {}).pop("target_accuracy", None)
     tree["eval"] = {**tree.get("eval", {}), "every": rounds}
@@ -107,11 +118,13 @@ class RoundClock:
             def round_done(self, record, clients) -> None:
                 clock.ends.append(time.perf_counter())
                 clock.snapshots.append(dict(split.seconds))
+                clock.densities.append(record.density)
 
         self.observer = Observer()
         self.began = 0.0  # when the run's parts were built and its first round began
         self.ends: list[float] = []
         self.snapshots: list[dict[str, float]] = []
+        self.densities: list[float] = []  # each round's upload density (DGC's warm-up lowers it round by round)
 
 
 def split_between(first: dict[str, float], last: dict[str, float], wall: float, rounds: int) -> dict[str, float]:
@@ -148,6 +161,7 @@ def fedgc_rounds(tree: dict, timed_rounds: int, device: str) -> dict:
     wall = ends[timed_rounds] - ends[0]
     return {"round_s": statistics.median(intervals), "startup_s": clock.began - t0, "first_round_s": ends[0] - clock.began,
             "split_s": split_between(clock.snapshots[0], clock.snapshots[timed_rounds], wall, timed_rounds),
+            "density": [min(clock.densities[1:timed_rounds + 1]), max(clock.densities[1:timed_rounds + 1])],
             "scenario": scenario}
 
 
@@ -260,7 +274,7 @@ def measure(name: str, rounds: int, device_spec: str, tiny: bool) -> dict:
             "round_over_bare": round(run["round_s"] / bare_s, 2),
             "overhead_ms_per_client": round(1000 * (run["round_s"] - bare_s) / per_round, 2),
             "startup_s": round(run["startup_s"], 2), "first_round_s": round(run["first_round_s"], 3),
-            "split_s": run["split_s"]}
+            "split_s": run["split_s"], "density": run["density"]}
 
 
 def scenario_clients(scenario) -> range:
@@ -356,6 +370,12 @@ def main(argv: list[str] | None = None) -> dict:
     return result
 
 
+def density(span: list[float]) -> str:
+    """The timed rounds' upload density: one value, or the range the warm-up spans."""
+    lo, hi = span
+    return f"{lo:.4g}" if lo == hi else f"{lo:.4g} .. {hi:.4g}"
+
+
 def table(result: dict, args: argparse.Namespace) -> str:
     """The figures as a markdown table, headed by what produced them."""
     m = result["machine"]
@@ -365,14 +385,14 @@ def table(result: dict, args: argparse.Namespace) -> str:
              f"{where}, torch {m['torch']}{' (--tiny)' if args.tiny else ''}"
              f"{', the disk store in the round thread (--store-thread off)' if args.store_thread == 'off' else ''}:", "",
              "| workload | clients a round | execution | round (s) | bare training (s) | round / bare "
-             "| fedgc's own ms a client-round | start-up (s) | first round (s) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| fedgc's own ms a client-round | start-up (s) | first round (s) | upload density |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name in WORKLOADS:
         if name in result:
             f = result[name]
             lines.append(f"| {name} | {f['clients_per_round']} | {f['execution']} | {f['round_s']:.3f} | "
                          f"{f['bare_s']:.3f} | {f['round_over_bare']} | {f['overhead_ms_per_client']} | {f['startup_s']} | "
-                         f"{f['first_round_s']} |")
+                         f"{f['first_round_s']} | {density(f['density'])} |")
     return "\n".join(lines) + "\n"
 
 

@@ -31,8 +31,9 @@ def test_round_cost_prints_one_entry_per_workload(mnist_root, shared_dir, tmp_pa
                           capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert set(result) == {"xdev_step", "xdev_epoch", "wide_1000", "lstm_dp", "quickstart", "machine"}
-    for name in ("xdev_step", "xdev_epoch", "wide_1000", "lstm_dp", "quickstart"):
+    assert set(result) == {"xdev_step", "xdev_epoch", "wide_1000", "lstm_dp", "lstm_dp_warmup", "quickstart",
+                           "machine"}
+    for name in ("xdev_step", "xdev_epoch", "wide_1000", "lstm_dp", "lstm_dp_warmup", "quickstart"):
         figures = result[name]
         assert KEYS <= set(figures), name
         assert figures["round_s"] > 0 and figures["bare_s"] > 0
@@ -45,12 +46,16 @@ def test_round_cost_prints_one_entry_per_workload(mnist_root, shared_dir, tmp_pa
         assert figures["split_s"]["training"] > 0
     assert result["xdev_step"]["clients_per_round"] == 4 and result["wide_1000"]["clients_per_round"] == 40
     assert result["lstm_dp"]["clients_per_round"] == 4  # the data-parallel round: all four clients
+    # lstm_dp times the rounds a long run is made of, at DGC's density; lstm_dp_warmup the denser warm-up ones
+    assert result["lstm_dp"]["density"] == [0.001, 0.001]
+    assert min(result["lstm_dp_warmup"]["density"]) > 0.001
     assert result["machine"]["cpu_capability"]
     text = doc.read_text()
     assert text.startswith("# Performance\n\nText before.\n") and text.endswith("Text after.\n") and "\nold\n" not in text
     table = text.split("<!-- round_cost:tiny:begin -->")[1].split("<!-- round_cost:tiny:end -->")[0]
     assert f"CPU kernel set {result['machine']['cpu_capability']}" in table
-    assert all(f"| {name} | " in table for name in ("xdev_step", "xdev_epoch", "wide_1000", "lstm_dp", "quickstart"))
+    assert all(f"| {name} | " in table
+               for name in ("xdev_step", "xdev_epoch", "wide_1000", "lstm_dp", "lstm_dp_warmup", "quickstart"))
 
 
 def test_round_cost_runs_the_disk_store_in_the_round_thread_when_asked(mnist_root, shared_dir):
