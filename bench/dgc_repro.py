@@ -274,12 +274,14 @@ def render(results: dict[str, dict], scenario: dict, sets: dict[str, list[str]],
             "worker updates the server clipped (dense baseline only; DGC clips on the worker and does not report it); "
             "*train loss first / last 10%*: the workers' mean training loss over the first and the last tenth of the "
             "rounds (every round, so less noisy than the few evaluations; the first tenth is the warm-up); "
-            "*max train loss*: the largest round train loss after the first tenth (a spike marks an explosion)."
+            "*max train loss*: the largest round train loss after the first tenth (a spike marks an explosion); "
+            "*wall s, last process*: the summary's wall time, which for a run resumed from a checkpoint is only "
+            "the part after its last resume."
         ),
         "",
         "| variant | n | acc. % | Δ acc. vs dense (pp) | loss | ppl | last 3 % | plateau % | Δ plateau vs dense (pp) | "
         "early % | ratio after warm-up | B per upload after warm-up | train loss first 10% | train loss last 10% | "
-        "max train loss | clipped | wall s per run | paper's claim |",
+        "max train loss | clipped | wall s, last process | paper's claim |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results.items():
