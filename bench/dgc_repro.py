@@ -123,6 +123,8 @@ def summarize_run(rows: list[dict], summary: dict | None, rounds: int) -> dict:
         # The mean of the evaluations over the second half of the rounds: the plateau, once there is one.
         "plateau_accuracy": statistics.fmean(late) if (late := [a for rnd, a, _ in evals if rnd > rounds / 2])
         else None,
+        # Their least-squares slope, accuracy per round: about 0 at a plateau, > 0 while still climbing.
+        "plateau_slope": slope([(rnd, a) for rnd, a, _ in evals if rnd > rounds / 2]),
         "early_accuracy": early[-1] if early else None,
         "ratio_after_warmup": sum(r["dense_bytes_up"] for r in steady) / max(1, sum(r["bytes_up"] for r in steady)),
         "ratio_on_wire": sum(r["dense_bytes_up"] for r in rows) / max(1, sum(r["bytes_up"] for r in rows)),
@@ -144,15 +146,27 @@ def summarize_run(rows: list[dict], summary: dict | None, rounds: int) -> dict:
     }
 
 
+def slope(points: list[tuple[int, float]]) -> float | None:
+    """The least-squares slope of ``(x, y)`` points; None for fewer than 3."""
+    if len(points) < 3:
+        return None
+    mx = statistics.fmean(x for x, _ in points)
+    my = statistics.fmean(y for _, y in points)
+    return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+
+
 def mean_std(values: list[float]) -> tuple[float | None, float | None]:
     """Mean and sample standard deviation (n − 1; 0 for one value); ``None`` for no values."""
     values = [float(v) for v in values]
     if not values:
         return None, None
+    if not all(math.isfinite(v) for v in values):  # a partial run's NaN wall time, a diverged run's inf loss
+        return statistics.fmean(values), float("nan")
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-STAT_KEYS = ("final_accuracy", "final_loss", "perplexity", "mean_last3_accuracy", "plateau_accuracy", "early_accuracy",
+STAT_KEYS = ("final_accuracy", "final_loss", "perplexity", "mean_last3_accuracy", "plateau_accuracy", "plateau_slope",
+             "early_accuracy",
              "early_train_loss", "late_train_loss",
              "ratio_after_warmup", "ratio_on_wire", "upload_bytes_per_message_after_warmup", "max_train_loss",
              "clipped_share", "wall_time_s")
@@ -250,7 +264,7 @@ def render(results: dict[str, dict], scenario: dict, sets: dict[str, list[str]],
     lines = [
         begin,
         f"## DGC on `{scenario['model']['name']}` / {scenario['data']['dataset']}, data-parallel mode "
-        f"(`{scenario['name']}`)",
+        f"(`{scenario['name']}`, {scenario['rounds']:,} rounds)",
         "",
         (
             f"`bench/dgc_repro.py --scenario scenarios/{scenario['name']}.yaml`: {n_clients} workers, "
@@ -269,7 +283,8 @@ def render(results: dict[str, dict], scenario: dict, sets: dict[str, list[str]],
             "Mean ± sample std over the seeds (n = seeds). *acc.*: next-sample accuracy after the last round; "
             "*loss*: mean test cross-entropy (nats); *ppl*: exp(loss), the paper's perplexity (here per character); "
             f"*last 3*: mean of the last three evaluations; *plateau*: mean of the evaluations over the second half "
-            f"of the rounds (after round {scenario['rounds'] // 2}); *early*: accuracy at round {early_round}; ratio: dense fp32 "
+            f"of the rounds (after round {scenario['rounds'] // 2}); *slope*: their least-squares slope, in points per "
+            f"1,000 rounds (about 0 at a plateau); *early*: accuracy at round {early_round}; ratio: dense fp32 "
             "reply bytes / actual reply bytes on the wire (Flower messages), after the warm-up; *clipped*: share of "
             "worker updates the server clipped (dense baseline only; DGC clips on the worker and does not report it); "
             "*train loss first / last 10%*: the workers' mean training loss over the first and the last tenth of the "
@@ -280,9 +295,10 @@ def render(results: dict[str, dict], scenario: dict, sets: dict[str, list[str]],
         ),
         "",
         "| variant | n | acc. % | Δ acc. vs dense (pp) | loss | ppl | last 3 % | plateau % | Δ plateau vs dense (pp) | "
+        "slope (pp / 1,000 rounds) | "
         "early % | ratio after warm-up | B per upload after warm-up | train loss first 10% | train loss last 10% | "
         "max train loss | clipped | wall s, last process | paper's claim |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results.items():
         n = r["n"]
@@ -295,6 +311,7 @@ def render(results: dict[str, dict], scenario: dict, sets: dict[str, list[str]],
             f"{fmt(r['final_loss'], r['final_loss_std'], n, 1, 3)} | {fmt(r['perplexity'], r['perplexity_std'], n)} | "
             f"{fmt(r['mean_last3_accuracy'], r['mean_last3_accuracy_std'], n, 100)} | "
             f"{fmt(r['plateau_accuracy'], r['plateau_accuracy_std'], n, 100)} | {plateau_delta} | "
+            f"{fmt(r['plateau_slope'], r['plateau_slope_std'], n, 100_000)} | "
             f"{fmt(r['early_accuracy'], r['early_accuracy_std'], n, 100)} | "
             f"{fmt(r['ratio_after_warmup'], r['ratio_after_warmup_std'], 1, 1, 1)}× | "
             f"{r['upload_bytes_per_message_after_warmup']:,.0f} | "

@@ -77,6 +77,8 @@ def test_aggregate_mean_and_sample_std(repro):
     assert agg["final_accuracy_std"] == pytest.approx(math.sqrt(0.02))  # sample std (n - 1), not population
     assert agg["accuracy_curve"] == [(5, pytest.approx(0.15)), (10, pytest.approx(0.4))]
     assert repro.mean_std([3.0]) == (3.0, 0.0)
+    mean, std = repro.mean_std([3.0, float("nan")])  # a partial run beside a finished one: no crash
+    assert math.isnan(mean) and math.isnan(std)
 
 
 def test_block_written_between_markers(repro, tmp_path):
@@ -171,6 +173,9 @@ def test_the_verdict_reads_the_plateau_not_one_evaluation(repro):
     dense = repro.summarize_run(_rows(20, {5: 0.2, 10: 0.44, 15: 0.45, 20: 0.46}, dense=True), {"wall_time_s": 1.0}, 20)
     dgc = repro.summarize_run(_rows(20, {5: 0.1, 10: 0.40, 15: 0.47, 20: 0.43}, dense=False), {"wall_time_s": 1.0}, 20)
     assert dgc["plateau_accuracy"] == pytest.approx(0.45)  # rounds 15 and 20: after round 10 of 20
+    assert dgc["plateau_slope"] is None  # two points: no slope
+    climbing = repro.summarize_run(_rows(20, {11: 0.40, 14: 0.43, 17: 0.46, 20: 0.49}, dense=True), None, 20)
+    assert climbing["plateau_slope"] == pytest.approx(0.01)  # one point a round: not a plateau
     fig = repro.figures({"dense": repro.aggregate({0: dense}), "dgc": repro.aggregate({0: dgc})}, density=0.001)
     assert fig["dgc_minus_dense_pp"] == pytest.approx(-3.0)
     assert fig["dgc_minus_dense_plateau_pp"] == pytest.approx(-0.5) and fig["dgc_within_1pp"] is True
