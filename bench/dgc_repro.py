@@ -253,9 +253,24 @@ def fmt(mean: float, std: float, n: int, scale: float = 1.0, digits: int = 2) ->
     return f"{scale * mean:.{digits}f}" + (f" ± {scale * std:.{digits}f}" if n > 1 else "")
 
 
+def provenance() -> str:
+    """When, at which commit and on what machine the block is written."""
+    import torch
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                                timeout=10, check=False).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown"
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return (f"Written {time.strftime('%Y-%m-%d')} at commit {commit}, CPU kernel set "
+            f"{torch.backends.cpu.get_cpu_capability()}, {gpu}, torch {torch.__version__}. A run's own code is "
+            "that of the commit it was started or last resumed at (its folder's log).")
+
+
 def render(results: dict[str, dict], scenario: dict, sets: dict[str, list[str]], base_sets: list[str],
-           begin: str, end: str, plot: str | None) -> str:
-    """The block for docs/results.md (pure: from the aggregated figures)."""
+           begin: str, end: str, plot: str | None, written: str = "") -> str:
+    """The block for docs/results.md (pure: from the aggregated figures; ``written``: ``provenance()``)."""
     n_clients = scenario["data"]["num_clients"]
     c = scenario["compression"]
     dense = results.get("dense")
@@ -276,7 +291,7 @@ def render(results: dict[str, dict], scenario: dict, sets: dict[str, list[str]],
             f"{c['sample_ratio']}. Test set: "
             + (f"the first {scenario['data']['max_test_samples']} test samples" if scenario["data"].get("max_test_samples")
                else "the full test set")
-            + f", evaluated every {scenario['eval']['every']} rounds."
+            + f", evaluated every {scenario['eval']['every']} rounds." + (f" {written}" if written else "")
         ),
         "",
         (
@@ -472,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
         plot_rel = f"img/{block}_accuracy.png"
         write_plot(results, per_run, results_path.parent / plot_rel,
                    f"{scenario['model']['name']} / {scenario['data']['dataset']}: dense vs DGC, {len(seeds)} seeds")
-        write_block(results_path, begin, end, render(results, scenario, todo, base_sets, begin, end, plot_rel))
+        write_block(results_path, begin, end, render(results, scenario, todo, base_sets, begin, end, plot_rel,
+                                                       provenance()))
     print(json.dumps(figures(results, scenario["compression"]["density"]), allow_nan=False))
     return 0
 
