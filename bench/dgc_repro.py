@@ -106,6 +106,7 @@ def summarize_run(rows: list[dict], summary: dict | None, rounds: int) -> dict:
     if not evals:
         raise ValueError("no evaluation yet")
     last_round = evals[-1][0]
+    late = [(rnd, a) for rnd, a, _ in evals if rnd > rounds / 2]
     rows = [r for r in rows if r["round"] <= last_round]
     warm = max(1, rounds // 10)
     early = [a for rnd, a, _ in evals if rnd <= warm]
@@ -120,11 +121,10 @@ def summarize_run(rows: list[dict], summary: dict | None, rounds: int) -> dict:
         "perplexity": math.exp(loss) if loss is not None and loss < 700 else float("inf"),
         "best_accuracy": max(a for _, a, _ in evals),
         "mean_last3_accuracy": sum(a for _, a, _ in evals[-3:]) / len(evals[-3:]),
-        # The mean of the evaluations over the second half of the rounds: the plateau, once there is one.
-        "plateau_accuracy": statistics.fmean(late) if (late := [a for rnd, a, _ in evals if rnd > rounds / 2])
-        else None,
-        # Their least-squares slope, accuracy per round: about 0 at a plateau, > 0 while still climbing.
-        "plateau_slope": slope([(rnd, a) for rnd, a, _ in evals if rnd > rounds / 2]),
+        # The mean of the evaluations over the second half of the rounds: the plateau, once there is one;
+        # and their least-squares slope, accuracy per round: about 0 at a plateau, > 0 while still climbing.
+        "plateau_accuracy": statistics.fmean(a for _, a in late) if late else None,
+        "plateau_slope": slope(late),
         "early_accuracy": early[-1] if early else None,
         "ratio_after_warmup": sum(r["dense_bytes_up"] for r in steady) / max(1, sum(r["bytes_up"] for r in steady)),
         "ratio_on_wire": sum(r["dense_bytes_up"] for r in rows) / max(1, sum(r["bytes_up"] for r in rows)),
@@ -256,14 +256,10 @@ def fmt(mean: float, std: float, n: int, scale: float = 1.0, digits: int = 2) ->
 def provenance() -> str:
     """When, at which commit and on what machine the block is written."""
     import torch
+    from results_block import commit
 
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                                timeout=10, check=False).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        commit = "unknown"
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return (f"Written {time.strftime('%Y-%m-%d')} at commit {commit}, CPU kernel set "
+    return (f"Written {time.strftime('%Y-%m-%d')} at commit {commit(REPO) or 'unknown'}, CPU kernel set "
             f"{torch.backends.cpu.get_cpu_capability()}, {gpu}, torch {torch.__version__}. A run's own code is "
             "that of the commit it was started or last resumed at (its folder's log).")
 

@@ -55,7 +55,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -307,19 +306,11 @@ class SynchronousStore:
 
 def machine(device: str) -> dict:
     import torch
+    from results_block import commit
 
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                                check=False).stdout.strip() or None
-        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "fedgc", "bench"],
-                                 cwd=REPO, capture_output=True, text=True, check=False).stdout.strip()
-        if commit and changed:
-            commit += " with uncommitted changes"
-    except OSError:
-        commit = None
     gpu = torch.cuda.get_device_name(0) if device.startswith("cuda") and torch.cuda.is_available() else None
     return {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__,
-            "threads": torch.get_num_threads(), "gpu": gpu, "commit": commit}
+            "threads": torch.get_num_threads(), "gpu": gpu, "commit": commit(REPO)}
 
 
 def main(argv: list[str] | None = None) -> dict:
