@@ -147,7 +147,8 @@ def test_the_runtime_requirements_are_what_running_needs_and_flwr_datasets_is_an
     with zipfile.ZipFile(wheel) as archive:
         metadata = Metadata.from_raw(_raw(archive.read(f"fedgc-{PROJECT['version']}.dist-info/METADATA")))
     runtime = {r.name for r in metadata.requires_dist or [] if r.marker is None}
-    assert runtime == {"flwr", "torch", "numpy", "simpy", "pyyaml", "pydantic", "matplotlib", "tqdm", "tomli-w", "httpx"}
+    assert runtime == {"flwr", "torch", "numpy", "simpy", "pyyaml", "pydantic", "matplotlib", "tqdm", "tomli-w", "httpx",
+                       "zlib-ng"}
     extra = [r for r in metadata.requires_dist or [] if r.marker is not None and r.marker.evaluate({"extra": "datasets"})]
     assert [r.name for r in extra] == ["flwr-datasets"] and "datasets" in (metadata.provides_extra or [])
 

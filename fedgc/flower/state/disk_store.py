@@ -44,7 +44,6 @@ import os
 import sqlite3
 import threading
 import uuid
-import zlib
 from pathlib import Path
 
 import torch
@@ -53,6 +52,11 @@ from flwr.app import RecordDict
 from fedgc.core.checkpoint import StateFileError
 from fedgc.flower.state.client_state import state_records
 from fedgc.flower.state.state_bytes import decode_state, encode_state
+
+try:  # zlib-ng's CRC-32: zlib's values (the same polynomial and seeds), carry-less multiplication, ~13x faster
+    from zlib_ng.zlib_ng import crc32
+except ImportError:  # an environment without it: zlib's own, the same values
+    from zlib import crc32
 
 # 1: a row's CRC over its bytes alone; 2: seeded with the store's id, client and generation (``row_crc``).
 STORE_FORMAT = 2
@@ -146,7 +150,7 @@ class DiskStore:
     def row_crc(self, client: int, generation: int, data: bytes) -> int:
         """The CRC-32 of ``client``'s row of round ``generation`` holding ``data``: seeded with the
         store's id, the client and the generation, so the row matches it only in its own place."""
-        return zlib.crc32(data, zlib.crc32(f"fedgc-state-row {self.id} {int(client)} {int(generation)}\n".encode()))
+        return crc32(data, crc32(f"fedgc-state-row {self.id} {int(client)} {int(generation)}\n".encode()))
 
     def _kept(self, conn: sqlite3.Connection) -> tuple[int, int]:
         meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('kept', 'kept_before')").fetchall())
