@@ -16,6 +16,10 @@ momentum u, velocity v and update Δ (float32, together 2.4 MB a client):
 - ``fedgc_compress``: fedgc's own ``compress_update`` of each client (``DGCMemory`` restored from the
   same u and v, ``DGC``, the checks, the sent update its pending state keeps), client after client, on
   the same inputs: against ``dgc`` numpy one by one, what fedgc's compression costs over the arithmetic.
+- ``fedgc_state``: the ClientApp's keeping of that client's state between rounds: its memory (u, v)
+  and its pending update packed into Flower records (``pack_state``) and unpacked with the checks a
+  restored state gets (``unpack_state``), against ``state_copies``: the same bytes copied out of the
+  tensors and back into new ones, nothing else.
 - ``training``: the bare training of each client (load the global weights, ``--steps`` SGD steps of
   batch 10 on its 60 examples, Δ), client after client, ``warm`` and ``cold``: cold writes
   ``--scrub-mb`` of memory between two clients, outside the timed part, as a round's other work (the
@@ -23,7 +27,7 @@ momentum u, velocity v and update Δ (float32, together 2.4 MB a client):
 
 Times are per client in milliseconds, medians of ``--reps`` interleaved repetitions. The last line
 printed is one JSON object: ``per_client_ms`` (each figure), ``batched_over_one_by_one`` (numpy,
-torch), ``fedgc_compress_over_floor`` and ``training_cold_over_warm``; ``--write`` puts the table in
+torch), ``fedgc_compress_over_floor``, ``fedgc_state_over_copies`` and ``training_cold_over_warm``; ``--write`` puts the table in
 docs/performance.md (``<!-- client_floor:begin -->``).
 
     python bench/client_floor.py [--clients 100] [--reps 5] [--steps 1] [--scrub-mb 4] [--write]
@@ -148,12 +152,14 @@ def time_dgc(state: Round, way: str, batched: bool) -> float:
     return time.perf_counter() - start
 
 
-def time_fedgc_compress(state: Round) -> float:
-    """Seconds for fedgc's ``compress_update`` of each client from its u and v (timed: the call alone)."""
+def time_fedgc_compress(state: Round, keeping: list[float] | None = None) -> float:
+    """Seconds for fedgc's ``compress_update`` of each client from its u and v (timed: the call alone).
+    With ``keeping``, the seconds of packing and unpacking each client's state after it are added to it."""
     from fedgc.compress.base import CompressionContext
     from fedgc.compress.config import CompressionConfig
     from fedgc.compress.dgc_memory import MOMENTUM_KEY, VELOCITY_KEY
     from fedgc.compress.update import build_compression, compress_update
+    from fedgc.flower.state.client_state import pack_state, unpack_state
 
     config = CompressionConfig(name="dgc", density=DENSITY, momentum=MOMENTUM, sample_ratio=SAMPLE_RATIO)
     generator = torch.Generator().manual_seed(1)
@@ -170,12 +176,34 @@ def time_fedgc_compress(state: Round) -> float:
         start = time.perf_counter()
         compressed = compress_update(delta, compressor, memory, ctx, dense_small_tensors=True, value_dtype="fp32")
         total += time.perf_counter() - start
+        if keeping is not None:  # the ClientApp's _store_tensors, then the next round's _load_tensors
+            start = time.perf_counter()
+            records = (pack_state(memory.state_dict()), pack_state({f"2/{k}": t for k, t in compressed.sent.items()}))
+            for record in records:
+                unpack_state(record, state.numel)
+            keeping[0] += time.perf_counter() - start
         new = memory.state_dict()
         for name, _, lo, hi in state.layout:  # the client's state moves on, as a round leaves it
             state.u[i, lo:hi] = new[MOMENTUM_KEY + name].reshape(-1).numpy()
             state.v[i, lo:hi] = new[VELOCITY_KEY + name].reshape(-1).numpy()
         del compressed
     return total
+
+
+def time_fedgc_state(state: Round) -> float:
+    """Seconds of ``pack_state`` and ``unpack_state`` of each client's state and pending update."""
+    keeping = [0.0]
+    time_fedgc_compress(state, keeping)
+    return keeping[0]
+
+
+def time_state_copies(state: Round) -> float:
+    """Seconds for each client's u and v copied out of their tensors into bytes and back into new arrays."""
+    start = time.perf_counter()
+    for i in range(state.clients):
+        for rows in (state.u, state.v):
+            np.frombuffer(rows[i].tobytes(), dtype=np.float32).copy()
+    return time.perf_counter() - start
 
 
 def time_training(state: Round, data: list, steps: int, scrub: np.ndarray | None) -> float:
@@ -237,6 +265,8 @@ def main(argv: list[str] | None = None) -> dict:
         "dgc_torch_one_by_one": lambda: time_dgc(state, "torch", batched=False),
         "dgc_torch_batched": lambda: time_dgc(state, "torch", batched=True),
         "fedgc_compress": lambda: time_fedgc_compress(state),
+        "fedgc_state": lambda: time_fedgc_state(state),
+        "state_copies": lambda: time_state_copies(state),
         "training_warm": lambda: time_training(state, data, args.steps, None),
         "training_cold": lambda: time_training(state, data, args.steps, scrub),
     }
@@ -253,6 +283,7 @@ def main(argv: list[str] | None = None) -> dict:
             way: round(per_client[f"dgc_{way}_batched"] / per_client[f"dgc_{way}_one_by_one"], 2)
             for way in ("numpy", "torch")},
         "fedgc_compress_over_floor": round(per_client["fedgc_compress"] / per_client["dgc_numpy_one_by_one"], 2),
+        "fedgc_state_over_copies": round(per_client["fedgc_state"] / per_client["state_copies"], 2),
         "training_cold_over_warm": round(per_client["training_cold"] / per_client["training_warm"], 2),
         "clients": args.clients, "parameters": state.numel, "steps": args.steps, "scrub_mb": args.scrub_mb,
         "reps": args.reps, "machine": machine(),
@@ -288,6 +319,9 @@ def table(result: dict) -> str:
     lines += ["", "| | ms a client | ratio |", "|---|---|---|",
               f"| fedgc's `compress_update`, one client a call | {ms['fedgc_compress']:.3f} | "
               f"{result['fedgc_compress_over_floor']} × DGC's arithmetic in numpy |",
+              f"| fedgc's `pack_state` and `unpack_state` of the client's memory and pending update | "
+              f"{ms['fedgc_state']:.3f} | {result['fedgc_state_over_copies']} × copying u and v out and back |",
+              f"| copying u and v out of their tensors and back | {ms['state_copies']:.3f} | |",
               f"| bare training, warm caches | {ms['training_warm']:.3f} | |",
               f"| bare training, {result['scrub_mb']:g} MB written between two clients | {ms['training_cold']:.3f} | "
               f"{result['training_cold_over_warm']} × warm |"]

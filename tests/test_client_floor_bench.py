@@ -49,12 +49,13 @@ def test_client_floor_prints_its_figures_and_writes_its_table(tmp_path):
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     ms = result["per_client_ms"]
     assert set(ms) == {"dgc_numpy_one_by_one", "dgc_numpy_batched", "dgc_torch_one_by_one", "dgc_torch_batched",
-                       "fedgc_compress", "training_warm", "training_cold"}
+                       "fedgc_compress", "fedgc_state", "state_copies", "training_warm", "training_cold"}
     assert all(value > 0 for value in ms.values())
     for way in ("numpy", "torch"):
         assert result["batched_over_one_by_one"][way] == pytest.approx(
             ms[f"dgc_{way}_batched"] / ms[f"dgc_{way}_one_by_one"], abs=0.01)
     assert result["fedgc_compress_over_floor"] == pytest.approx(ms["fedgc_compress"] / ms["dgc_numpy_one_by_one"], abs=0.01)
+    assert result["fedgc_state_over_copies"] == pytest.approx(ms["fedgc_state"] / ms["state_copies"], abs=0.01)
     assert result["parameters"] == 199_210 and result["clients"] == 4
     assert result["machine"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     text = doc.read_text()
