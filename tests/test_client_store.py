@@ -214,6 +214,20 @@ def test_a_rows_crc_is_zlibs_crc_32_whichever_library_computes_it(tmp_path):
     store.save(3, 7, _state(2.0))
     ((crc, data),) = sqlite3.connect(tmp_path / STORE_FILE).execute("SELECT crc, data FROM state").fetchall()
     assert crc == zlib.crc32(data, zlib.crc32(f"fedgc-state-row {store.id} 3 7\n".encode()))
+    # A process without zlib-ng uses zlib's own, reads the row zlib-ng wrote and writes one zlib-ng reads.
+    script = ("import sys, zlib; sys.modules['zlib_ng'] = None\n"
+              "from pathlib import Path\n"
+              "from fedgc.flower.state import disk_store\n"
+              "assert disk_store.crc32 is zlib.crc32\n"
+              "store = disk_store.DiskStore(Path(sys.argv[1]))\n"
+              "state = store.load(3)\n"
+              "store.save(4, 8, state)\n"
+              "print(float(state.array_records['fedgc.memory']['u'].numpy()[0, 0]))\n")
+    store.close()
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / STORE_FILE)], capture_output=True, text=True,
+                          timeout=120, check=False, cwd=REPO)
+    assert proc.returncode == 0 and proc.stdout.strip() == "2.0", proc.stderr[-2000:]
+    assert _u(DiskStore(tmp_path / STORE_FILE), 4).eq(2.0).all()
 
 
 def test_a_damaged_row_is_that_clients_failure_and_a_damaged_store_is_refused_on_resume(tmp_path):
