@@ -46,11 +46,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fedgc.compress.dgc import MIN_SAMPLES  # a sample this large or larger is the whole tensor
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 REPO = Path(__file__).resolve().parents[1]
 DENSITY = 0.01
 SAMPLE_RATIO = 0.01
-MIN_SAMPLES = 1_000  # fedgc.compress.dgc.MIN_SAMPLES: a smaller sample is the whole tensor
 MOMENTUM = 0.9
 EXAMPLES = 60  # a client's examples (the xdev population's mean partition is about 60)
 BATCH = 10
@@ -70,7 +71,7 @@ class Round:
             start += tensor.numel()
         self.numel = start
         rng = np.random.default_rng(seed)
-        self.delta = (rng.standard_normal((clients, start), dtype=np.float32) * np.float32(0.01))
+        self.delta = rng.standard_normal((clients, start), dtype=np.float32) * np.float32(0.01)
         self.u = rng.standard_normal((clients, start), dtype=np.float32) * np.float32(0.01)
         self.v = rng.standard_normal((clients, start), dtype=np.float32) * np.float32(0.01)
         self.clients = clients
@@ -152,9 +153,9 @@ def time_dgc(state: Round, way: str, batched: bool) -> float:
     return time.perf_counter() - start
 
 
-def time_fedgc_compress(state: Round, keeping: list[float] | None = None) -> float:
-    """Seconds for fedgc's ``compress_update`` of each client from its u and v (timed: the call alone).
-    With ``keeping``, the seconds of packing and unpacking each client's state after it are added to it."""
+def time_fedgc_client(state: Round) -> dict[str, float]:
+    """Seconds of fedgc's ``compress_update`` of each client from its u and v (``fedgc_compress``: the call
+    alone), and of packing and unpacking the state it leaves (``fedgc_state``), summed over the clients."""
     from fedgc.compress.base import CompressionContext
     from fedgc.compress.config import CompressionConfig
     from fedgc.compress.dgc_memory import MOMENTUM_KEY, VELOCITY_KEY
@@ -163,7 +164,7 @@ def time_fedgc_compress(state: Round, keeping: list[float] | None = None) -> flo
 
     config = CompressionConfig(name="dgc", density=DENSITY, momentum=MOMENTUM, sample_ratio=SAMPLE_RATIO)
     generator = torch.Generator().manual_seed(1)
-    total = 0.0
+    total = keeping = 0.0
     for i in range(state.clients):
         def tensors(row: np.ndarray) -> dict[str, torch.Tensor]:
             return {name: torch.from_numpy(row[lo:hi]).view(shape) for name, shape, lo, hi in state.layout}
@@ -176,25 +177,16 @@ def time_fedgc_compress(state: Round, keeping: list[float] | None = None) -> flo
         start = time.perf_counter()
         compressed = compress_update(delta, compressor, memory, ctx, dense_small_tensors=True, value_dtype="fp32")
         total += time.perf_counter() - start
-        if keeping is not None:  # the ClientApp's _store_tensors, then the next round's _load_tensors
-            start = time.perf_counter()
-            records = (pack_state(memory.state_dict()), pack_state({f"2/{k}": t for k, t in compressed.sent.items()}))
-            for record in records:
-                unpack_state(record, state.numel)
-            keeping[0] += time.perf_counter() - start
+        start = time.perf_counter()  # the ClientApp's _store_tensors, then the next round's _load_tensors
+        records = (pack_state(memory.state_dict()), pack_state({f"2/{k}": t for k, t in compressed.sent.items()}))
+        for record in records:
+            unpack_state(record, state.numel)
+        keeping += time.perf_counter() - start
         new = memory.state_dict()
         for name, _, lo, hi in state.layout:  # the client's state moves on, as a round leaves it
             state.u[i, lo:hi] = new[MOMENTUM_KEY + name].reshape(-1).numpy()
             state.v[i, lo:hi] = new[VELOCITY_KEY + name].reshape(-1).numpy()
-        del compressed
-    return total
-
-
-def time_fedgc_state(state: Round) -> float:
-    """Seconds of ``pack_state`` and ``unpack_state`` of each client's state and pending update."""
-    keeping = [0.0]
-    time_fedgc_compress(state, keeping)
-    return keeping[0]
+    return {"fedgc_compress": total, "fedgc_state": keeping}
 
 
 def time_state_copies(state: Round) -> float:
@@ -259,23 +251,23 @@ def main(argv: list[str] | None = None) -> dict:
     data = [(torch.randn(EXAMPLES, 1, 28, 28, generator=data_rng), torch.randint(10, (EXAMPLES,), generator=data_rng))
             for _ in range(args.clients)]
     scrub = np.ones(int(args.scrub_mb * 2**20), dtype=np.uint8)
-    cases = {
-        "dgc_numpy_one_by_one": lambda: time_dgc(state, "numpy", batched=False),
-        "dgc_numpy_batched": lambda: time_dgc(state, "numpy", batched=True),
-        "dgc_torch_one_by_one": lambda: time_dgc(state, "torch", batched=False),
-        "dgc_torch_batched": lambda: time_dgc(state, "torch", batched=True),
-        "fedgc_compress": lambda: time_fedgc_compress(state),
-        "fedgc_state": lambda: time_fedgc_state(state),
-        "state_copies": lambda: time_state_copies(state),
-        "training_warm": lambda: time_training(state, data, args.steps, None),
-        "training_cold": lambda: time_training(state, data, args.steps, scrub),
-    }
-    for run in cases.values():  # warm-up: first calls allocate
+    cases = [  # each gives {figure: seconds for the round's clients}
+        lambda: {"dgc_numpy_one_by_one": time_dgc(state, "numpy", batched=False)},
+        lambda: {"dgc_numpy_batched": time_dgc(state, "numpy", batched=True)},
+        lambda: {"dgc_torch_one_by_one": time_dgc(state, "torch", batched=False)},
+        lambda: {"dgc_torch_batched": time_dgc(state, "torch", batched=True)},
+        lambda: time_fedgc_client(state),  # fedgc_compress and fedgc_state
+        lambda: {"state_copies": time_state_copies(state)},
+        lambda: {"training_warm": time_training(state, data, args.steps, None)},
+        lambda: {"training_cold": time_training(state, data, args.steps, scrub)},
+    ]
+    for run in cases:  # warm-up: first calls allocate
         run()
-    times: dict[str, list[float]] = {name: [] for name in cases}
+    times: dict[str, list[float]] = {}
     for _ in range(args.reps):
-        for name, run in cases.items():
-            times[name].append(run())
+        for run in cases:
+            for name, seconds in run().items():
+                times.setdefault(name, []).append(seconds)
     per_client = {name: round(1000 * statistics.median(t) / args.clients, 4) for name, t in times.items()}
     result = {
         "per_client_ms": per_client,
